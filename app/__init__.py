@@ -1,0 +1,57 @@
+"""Area assessments: paid multi-minute jobs, run in-process, honest about points."""
+
+import logging
+from typing import Any
+
+from flask import Flask
+
+from . import config, embedded, failpoints
+from .extensions import csrf, db, login_manager, migrate
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Create and configure the app."""
+    app = Flask(__name__, template_folder="../templates", static_folder="../static")
+    app.config.from_mapping(
+        MAX_CONTENT_LENGTH=64 * 1024,
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True, "pool_size": 10, "max_overflow": 30},
+        WTF_CSRF_TIME_LIMIT=None,
+        **config.from_env(),
+    )
+    if test_config is not None:
+        app.config.from_mapping(test_config)
+    if "SECRET_KEY" not in app.config or not app.config["SECRET_KEY"]:
+        app.config["SECRET_KEY"] = config.secret_key()
+    if "SQLALCHEMY_DATABASE_URI" not in app.config:
+        app.config["SQLALCHEMY_DATABASE_URI"] = config.sqlalchemy_url(embedded.database_url())
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    failpoints.configure(app.config["FAILPOINTS"])
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(config.ROOT / "migrations"))
+    csrf.init_app(app)
+    login_manager.init_app(app)
+
+    from .assessment import make_provider
+    from .housekeeping import Throttle
+    from .runner import Runner
+    from .singleflight import SingleFlightCache
+
+    app.extensions["runner"] = Runner(
+        app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
+    )
+    app.extensions["housekeeping"] = Throttle()
+    app.extensions["layer_provider"] = make_provider(app.config)
+    app.extensions["layer_cache"] = SingleFlightCache(
+        maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
+    )
+
+    from . import assessments, auth, cli, errors, health, main, support
+
+    for module in (auth, main, assessments, support, health):
+        app.register_blueprint(module.bp)
+    errors.init_app(app)
+    cli.init_app(app)
+    return app

@@ -1,0 +1,47 @@
+"""Accounts: creating users with their signup points, and checking passwords."""
+
+from psycopg.errors import UniqueViolation
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from . import ledger
+from .extensions import db
+from .models import Role, User
+
+
+class EmailTaken(Exception):
+    """An account with this email (in any letter case) exists."""
+
+
+def create_user(email: str, password: str, points: int, role: Role = Role.USER) -> User:
+    """Create a user, granting their starting points in the same transaction."""
+    user = User(
+        email=email.strip().lower(), password_hash=generate_password_hash(password), role=role.value
+    )
+    db.session.add(user)
+    try:
+        db.session.flush()
+        if points > 0:
+            ledger.grant(user.id, points, reason="welcome points")
+        db.session.commit()
+    except IntegrityError as exc:
+        db.session.rollback()
+        if isinstance(exc.orig, UniqueViolation):
+            raise EmailTaken(email) from exc
+        raise
+    db.session.refresh(user)
+    return user
+
+
+def find_by_email(email: str) -> User | None:
+    """Return the user with this email, in any letter case."""
+    return db.session.scalar(select(User).where(func.lower(User.email) == email.strip().lower()))
+
+
+def authenticate(email: str, password: str) -> User | None:
+    """Return the user if the password is right, else None."""
+    user = find_by_email(email)
+    if user is None or not check_password_hash(user.password_hash, password):
+        return None
+    return user

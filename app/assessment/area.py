@@ -1,0 +1,66 @@
+"""A resolved municipality and the map tiles an assessment of it reads."""
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+TILE_ZOOM = 12  # a z12 tile is about 10 km across at Japan's latitudes
+
+Tile = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Area:
+    """A municipality (or a ward of a designated city) with its codes, names and tiles."""
+
+    code: str  # the 6-digit local-government code, check digit included
+    code5: str
+    name_ja: str
+    name_kana: str
+    name_romaji: str
+    prefecture_ja: str
+    prefecture_romaji: str
+    lat: float
+    lon: float
+    tiles: tuple[Tile, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the area as JSON-safe values."""
+        data = asdict(self)
+        data["tiles"] = [list(tile) for tile in self.tiles]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Area":
+        """Rebuild an area from to_dict() output, e.g. after a JSON round trip."""
+        fields = dict(data)
+        fields["tiles"] = tuple((int(z), int(x), int(y)) for z, x, y in data["tiles"])
+        return cls(**fields)
+
+
+def tile_of(lat: float, lon: float, zoom: int = TILE_ZOOM) -> tuple[float, float]:
+    """Return the fractional web-mercator tile coordinates (x, y) of a point."""
+    n = 2**zoom
+    x = (lon + 180.0) / 360.0 * n
+    y = (1.0 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2.0 * n
+    return x, y
+
+
+def tiles_around(lat: float, lon: float, zoom: int = TILE_ZOOM) -> tuple[Tile, ...]:
+    """Return the 2x2 block of tiles covering a one-tile box centred on the point.
+
+    A box one tile wide always straddles exactly two tile columns and two rows, so every
+    area reads the same number of tiles, which keeps job durations comparable.
+    """
+    x, y = tile_of(lat, lon, zoom)
+    xs = (math.floor(x - 0.5), math.floor(x + 0.5))
+    ys = (math.floor(y - 0.5), math.floor(y + 0.5))  # y grows southwards
+    return tuple((zoom, tx, ty) for ty in ys for tx in xs)
+
+
+TILES_PER_AREA = 4
+
+
+def tile_key(tile: Tile) -> str:
+    """Return the "z/x/y" key by which upstream datasets are fetched per tile."""
+    return "/".join(str(part) for part in tile)

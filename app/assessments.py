@@ -1,0 +1,104 @@
+"""Assessment pages: the form, submit, the job page, its status fragment, the history."""
+
+from functools import partial
+
+from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
+
+from . import housekeeping, jobs, pipeline
+from .assessment import PlaceAmbiguous, PlaceNotFound
+from .forms import AssessmentForm
+from .runner import RunnerBusy
+
+bp = Blueprint("assessments", __name__, url_prefix="/assessments")
+
+RETRY_AFTER_SECONDS = 10
+
+
+@bp.get("")
+@login_required
+def index():
+    """List the user's assessments with what each cost."""
+    jobs.settle_user_jobs(current_user.id)
+    return render_template("assessments/index.html", rows=jobs.history(current_user.id))
+
+
+@bp.get("/new")
+@login_required
+def new():
+    """Show the submit form."""
+    return render_template("assessments/new.html", form=AssessmentForm())
+
+
+@bp.post("")
+@login_required
+def create():
+    """Start an assessment and send the browser to its page."""
+    housekeeping.trigger(current_app._get_current_object())
+    form = AssessmentForm()
+    if not form.validate_on_submit():
+        return _form_error(form, 400)
+    try:
+        job_id = pipeline.submit(current_user.id, form.query.data, form.lang.data)
+    except PlaceAmbiguous as exc:
+        return _form_error(form, 400, str(exc), choices=exc.choices)
+    except PlaceNotFound as exc:
+        return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
+    except pipeline.NotEnoughPoints:
+        return _form_error(form, 402, "You have no points left, so this assessment cannot start.")
+    except jobs.AssessmentInFlight as exc:
+        return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
+    except RunnerBusy:
+        response = _form_error(
+            form, 503, "The service is busy right now. Nothing was charged: try again shortly."
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+    return redirect(url_for(".show", job_id=job_id), 303)
+
+
+@bp.get("/<job_id>")
+@login_required
+def show(job_id: str):
+    """Show a job: its live status and, once it succeeded, its report."""
+    job = _own_job(job_id)
+    report = jobs.result(job.id, current_user.id) if job.status == "succeeded" else None
+    return render_template("assessments/show.html", job=job, report=report)
+
+
+@bp.get("/<job_id>/status")
+@login_required
+def status(job_id: str):
+    """Render the status fragment that the job page polls."""
+    app = current_app._get_current_object()
+    housekeeping.trigger(app)
+    job = _own_job(job_id, defer_finalize=True)
+    # The report arrives out of band once, with the fragment that stops the polling.
+    report = None
+    if job.status == "succeeded" and request.headers.get("HX-Request"):
+        report = jobs.result(job.id, current_user.id)
+    response = current_app.make_response(
+        render_template("partials/_job_status.html", job=job, report=report, oob=True)
+    )
+    if job.reaped:  # say "checking your points" now; consult the ledger right after
+        response.call_on_close(partial(jobs.finalize_later, app, job.id, current_user.id))
+    return response
+
+
+def _own_job(raw_id: str, defer_finalize: bool = False) -> jobs.JobView:
+    job_id = jobs.parse_id(raw_id)
+    job = jobs.view(job_id, current_user.id, defer_finalize=defer_finalize) if job_id else None
+    if job is None:  # another user's job and an unknown id look the same
+        abort(404)
+    return job
+
+
+def _form_error(form: AssessmentForm, status: int, message: str | None = None, **extra):
+    body = render_template(
+        "assessments/new.html",
+        form=form,
+        error=message,
+        poll_seconds=current_app.config["POLL_INTERVAL_SECONDS"],
+        **extra,
+    )
+    return current_app.make_response((body, status))

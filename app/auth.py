@@ -1,0 +1,70 @@
+"""Sign up, log in, log out."""
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask_login import login_required, login_user, logout_user
+
+from . import accounts
+from .extensions import db, login_manager
+from .forms import LoginForm, SignupForm
+from .models import User
+
+bp = Blueprint("auth", __name__)
+
+login_manager.login_view = "auth.login"
+login_manager.login_message = "Log in to continue."
+
+
+@login_manager.user_loader
+def load_user(user_id: str) -> User | None:
+    """Load the signed-in user for Flask-Login."""
+    return db.session.get(User, int(user_id))
+
+
+@bp.route("/signup", methods=["GET", "POST"])
+def signup():
+    """Create an account and sign in."""
+    form = SignupForm()
+    if form.validate_on_submit():
+        try:
+            user = accounts.create_user(
+                form.email.data, form.password.data, current_app.config["SIGNUP_POINTS"]
+            )
+        except accounts.EmailTaken:
+            form.email.errors.append("An account with this email already exists. Log in instead.")
+        else:
+            login_user(user)
+            flash(f"Welcome! You have {user.point_balance} points to spend.", "success")
+            return redirect(url_for("main.dashboard"), 303)
+    status = 400 if request.method == "POST" else 200
+    return render_template("auth/signup.html", form=form), status
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    """Sign in with email and password."""
+    form = LoginForm()
+    if form.validate_on_submit():
+        user = accounts.authenticate(form.email.data, form.password.data)
+        if user is not None:
+            login_user(user)
+            return redirect(_safe_next() or url_for("main.dashboard"), 303)
+        form.password.errors.append("That email and password do not match an account.")
+    status = 400 if request.method == "POST" else 200
+    return render_template("auth/login.html", form=form), status
+
+
+@bp.post("/logout")
+@login_required
+def logout():
+    """Sign out (CSRFProtect has checked the form's token)."""
+    logout_user()
+    flash("You are signed out.", "info")
+    return redirect(url_for("auth.login"), 303)
+
+
+def _safe_next() -> str | None:
+    target = request.args.get("next", "")
+    # Only local paths: an open redirect would hand our users to anyone.
+    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return None

@@ -1,0 +1,62 @@
+"""flask commands: grant points, create a support user, check the ledger."""
+
+import sys
+
+import click
+from flask import Flask
+from flask.cli import with_appcontext
+
+from . import accounts, ledger
+from .extensions import db
+from .models import Role
+
+
+def init_app(app: Flask) -> None:
+    """Register the commands."""
+    app.cli.add_command(grant_points)
+    app.cli.add_command(create_support)
+    app.cli.add_command(ledger_check)
+
+
+@click.command("grant-points")
+@with_appcontext
+@click.argument("email")
+@click.argument("amount", type=click.IntRange(min=1))
+@click.option("--reason", default="granted by an operator", show_default=True)
+def grant_points(email: str, amount: int, reason: str) -> None:
+    """Grant AMOUNT points to the user with EMAIL."""
+    user = accounts.find_by_email(email)
+    if user is None:
+        raise click.ClickException(f"no user with email {email}")
+    ledger.grant(user.id, amount, reason)
+    db.session.commit()
+    db.session.refresh(user)
+    click.echo(f"{user.email}: balance {user.point_balance}")
+
+
+@click.command("create-support")
+@with_appcontext
+@click.argument("email")
+@click.password_option()
+def create_support(email: str, password: str) -> None:
+    """Create a support user who can use /support."""
+    try:
+        user = accounts.create_user(email, password, points=0, role=Role.SUPPORT)
+    except accounts.EmailTaken as exc:
+        raise click.ClickException(f"{email} already has an account") from exc
+    click.echo(f"support user {user.email} created")
+
+
+@click.command("ledger-check")
+@with_appcontext
+def ledger_check() -> None:
+    """Check that every balance equals its ledger and every job's billing is whole."""
+    problems = [
+        f"user {m.user_id} ({m.email}): balance {m.balance} but ledger sums to {m.ledger_sum}"
+        for m in ledger.balance_mismatches()
+    ] + ledger.job_violations()
+    for problem in problems:
+        click.echo(problem, err=True)
+    if problems:
+        sys.exit(1)
+    click.echo("ledger ok")

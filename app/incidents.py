@@ -1,0 +1,94 @@
+"""Incidents: what an operator must look at, recorded once per job and code."""
+
+import logging
+import uuid
+
+from sqlalchemy import Row, text
+
+from .extensions import db
+
+log = logging.getLogger(__name__)
+
+
+def record(
+    *,
+    scope: str,
+    code: str,
+    severity: str,
+    job_id: uuid.UUID | None,
+    user_id: int | None,
+    detail: str,
+) -> int | None:
+    """Record an incident and alert; return its id, or None if the job already has one."""
+    new_id = db.session.execute(
+        text(
+            "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail)"
+            " VALUES (:scope, :code, :severity, :job, :user, :detail)"
+            " ON CONFLICT (job_id, code) DO NOTHING RETURNING id"
+        ),
+        {
+            "scope": scope,
+            "code": code,
+            "severity": severity,
+            "job": job_id,
+            "user": user_id,
+            "detail": detail,
+        },
+    ).scalar_one_or_none()
+    db.session.commit()
+    if new_id is not None:
+        log.error(
+            "incident %s severity=%s scope=%s code=%s job=%s user=%s: %s",
+            new_id,
+            severity,
+            scope,
+            code,
+            job_id,
+            user_id,
+            detail,
+        )
+    return new_id
+
+
+def resolve_for_job(job_id: uuid.UUID, resolution: str, resolved_by: int | None = None) -> int:
+    """Close a job's open incidents (in the caller's transaction); return how many."""
+    return db.session.execute(
+        text(
+            "UPDATE incidents SET resolved_at = now(), resolved_by = :by, resolution = :res"
+            " WHERE job_id = :job AND resolved_at IS NULL"
+        ),
+        {"job": job_id, "by": resolved_by, "res": resolution},
+    ).rowcount
+
+
+def open_incidents() -> list[Row]:
+    """Return the open incidents with their job and user, oldest first."""
+    return db.session.execute(
+        text(
+            "SELECT i.id, i.scope, i.code, i.severity, i.detail, i.created_at, i.job_id,"
+            " i.user_id, u.email, u.point_balance, j.status, j.query_text, j.error_code"
+            " FROM incidents i LEFT JOIN users u ON u.id = i.user_id"
+            " LEFT JOIN assessment_jobs j ON j.id = i.job_id"
+            " WHERE i.resolved_at IS NULL ORDER BY i.created_at, i.id"
+        )
+    ).all()
+
+
+def get(incident_id: int) -> Row | None:
+    """Return one incident."""
+    return db.session.execute(
+        text("SELECT id, job_id, user_id, resolved_at FROM incidents WHERE id = :id"),
+        {"id": incident_id},
+    ).first()
+
+
+def recently_resolved(limit: int = 20) -> list[Row]:
+    """Return the most recently resolved incidents with who resolved them."""
+    return db.session.execute(
+        text(
+            "SELECT i.id, i.code, i.job_id, i.resolved_at, i.resolution, s.email AS resolver"
+            " FROM incidents i LEFT JOIN users s ON s.id = i.resolved_by"
+            " WHERE i.resolved_at IS NOT NULL ORDER BY i.resolved_at DESC LIMIT :n"
+        ),
+        {"n": limit},
+    ).all()

@@ -1,0 +1,343 @@
+"""Assessment jobs: their rows, their transitions, and the poll-time reaper.
+
+Every transition is one conditional UPDATE ... RETURNING whose WHERE names the state
+it leaves: of two racing writers (a finishing thread and a reaper, two reapers from
+two tabs) exactly one matches, and an empty RETURNING means "not mine". Ages are
+compared on the database clock.
+"""
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, current_app
+from psycopg.errors import UniqueViolation
+from sqlalchemy import Row, text
+from sqlalchemy.exc import IntegrityError
+
+from . import billing, failpoints
+from .billing import Billing
+from .extensions import db
+
+log = logging.getLogger(__name__)
+
+IN_FLIGHT_INDEX = "uq_assessment_jobs_one_in_flight"
+INTERRUPTED = "INTERRUPTED"
+
+
+class AssessmentInFlight(Exception):
+    """The user already has an assessment pending or running."""
+
+    def __init__(self, job_id: uuid.UUID | None):
+        super().__init__("an assessment is already running")
+        self.job_id = job_id
+
+
+class JobCancelled(Exception):
+    """The job's row is no longer running (reaped or shut down): stop working."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the status fragment needs to know about a job."""
+
+    id: uuid.UUID
+    status: str
+    billing: Billing
+    settled: bool
+    reaped: bool  # this very call reaped it
+    message: str
+    step: str
+    progress: int
+    error_code: str | None
+    query_text: str
+    lang: str
+    area: dict[str, Any] | None
+    elapsed: float
+    created_at: Any
+
+
+# A job is stale when its last sign of life (heartbeat, else start, else creation) is
+# older than the lease, or when it has outlived the hard deadline. The same predicate
+# is computed by the poll's SELECT and repeated in the reaping UPDATE's WHERE.
+STALE = (
+    "(j.status IN ('pending', 'running') AND ("
+    " coalesce(j.heartbeat_at, j.started_at, j.created_at) < now() - make_interval(secs => :lease)"
+    " OR j.created_at < now() - make_interval(secs => :deadline)))"
+)
+
+VIEW_SQL = text(
+    "SELECT j.id, j.status, j.message, j.step, j.progress, j.error_code, j.query_text,"
+    " j.lang, j.area, j.created_at, j.finalized_at IS NOT NULL AS finalized,"
+    " extract(epoch FROM coalesce(j.finished_at, now())"
+    "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
+    f" {STALE} AS stale,"
+    " c.id IS NOT NULL AS charged,"
+    " EXISTS (SELECT 1 FROM point_ledger r WHERE r.refund_of = c.id AND r.kind = 'refund')"
+    "   AS refunded,"
+    " EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id AND i.resolved_at IS NULL)"
+    "   AS support_open"
+    " FROM assessment_jobs j"
+    " LEFT JOIN point_ledger c ON c.job_id = j.id AND c.kind = 'consume'"
+    " WHERE j.id = :id AND j.user_id = :user"
+)
+
+
+def _ages() -> dict[str, float]:
+    return {
+        "lease": current_app.config["JOB_LEASE_SECONDS"],
+        "deadline": current_app.config["JOB_MAX_RUNTIME_SECONDS"],
+    }
+
+
+def parse_id(raw: str) -> uuid.UUID | None:
+    """Return the job id in a URL, or None when it is not a UUID."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
+def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None) -> uuid.UUID:
+    """Insert a pending job; raise AssessmentInFlight if the user has one in flight."""
+    try:
+        job_id = db.session.execute(
+            text(
+                "INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
+                " VALUES (:u, :q, :l, CAST(:a AS jsonb), 'Waiting to start') RETURNING id"
+            ),
+            {"u": user_id, "q": query_text, "l": lang, "a": _json(area)},
+        ).scalar_one()
+        db.session.commit()
+    except IntegrityError as exc:
+        db.session.rollback()
+        # Only the one-in-flight index means "already running"; any other
+        # integrity error is a real error and propagates.
+        cause = exc.orig
+        if isinstance(cause, UniqueViolation) and cause.diag.constraint_name == IN_FLIGHT_INDEX:
+            raise AssessmentInFlight(in_flight_job(user_id)) from exc
+        raise
+    return job_id
+
+
+def discard_unstarted(job_id: uuid.UUID) -> None:
+    """Delete a job that was never started (no thread, no charge), as if never submitted."""
+    db.session.execute(
+        text("DELETE FROM assessment_jobs WHERE id = :id AND status = 'pending'"),
+        {"id": job_id},
+    )
+    db.session.commit()
+
+
+def in_flight_job(user_id: int) -> uuid.UUID | None:
+    """Return the id of the user's pending or running job, if any."""
+    return db.session.execute(
+        text(
+            "SELECT id FROM assessment_jobs WHERE user_id = :u AND status IN ('pending', 'running')"
+        ),
+        {"u": user_id},
+    ).scalar_one_or_none()
+
+
+def mark_running(job_id: uuid.UUID) -> Row | None:
+    """Move a job from pending to running; None if it is no longer pending (reaped)."""
+    row = db.session.execute(
+        text(
+            "UPDATE assessment_jobs SET status = 'running', started_at = now(),"
+            " heartbeat_at = now(), step = 'Starting'"
+            " WHERE id = :id AND status = 'pending' RETURNING user_id, lang, area"
+        ),
+        {"id": job_id},
+    ).first()
+    db.session.commit()
+    return row
+
+
+def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
+    """Record the step a running job is on; raise JobCancelled if it is not running."""
+    alive = db.session.execute(
+        text(
+            "UPDATE assessment_jobs SET step = :s, progress = :p, heartbeat_at = now()"
+            " WHERE id = :id AND status = 'running' RETURNING id"
+        ),
+        {"id": job_id, "s": step[:200], "p": max(0, min(100, progress))},
+    ).first()
+    db.session.commit()
+    if alive is None:
+        raise JobCancelled(str(job_id))
+
+
+def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
+    """Record a job's result; False if it was reaped meanwhile (the result is dropped)."""
+    done = db.session.execute(
+        text(
+            "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
+            " step = 'Done', progress = 100, result = CAST(:r AS jsonb),"
+            " message = 'Your report is ready.'"
+            " WHERE id = :id AND status = 'running' RETURNING id"
+        ),
+        {"id": job_id, "r": _json(result)},
+    ).first()
+    db.session.commit()
+    return done is not None
+
+
+def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
+    """Mark a pending or running job failed; return its owner, or None if already ended."""
+    done = db.session.execute(
+        text(
+            "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            " error_code = :c, message = :m"
+            " WHERE id = :id AND status IN ('pending', 'running') RETURNING user_id"
+        ),
+        {"id": job_id, "c": error_code, "m": message},
+    ).scalar_one_or_none()
+    db.session.commit()
+    return done
+
+
+def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Refresh the heartbeat of running jobs; return the ids that are still running."""
+    rows = db.session.execute(
+        text(
+            "UPDATE assessment_jobs SET heartbeat_at = now()"
+            " WHERE id = ANY(:ids) AND status = 'running' RETURNING id"
+        ),
+        {"ids": job_ids},
+    ).scalars()
+    alive = set(rows)
+    db.session.commit()
+    return alive
+
+
+def reap(job_id: uuid.UUID) -> bool:
+    """Fail a stale job in one conditional UPDATE; True only for the one caller that did."""
+    reaped = db.session.execute(
+        text(
+            "UPDATE assessment_jobs j SET status = 'failed', error_code = 'INTERRUPTED',"
+            " message = 'The assessment was interrupted before it finished.',"
+            " finished_at = now()"
+            f" WHERE j.id = :id AND {STALE} RETURNING j.id"
+        ),
+        {"id": job_id, **_ages()},
+    ).first()
+    db.session.commit()
+    if reaped is not None:
+        log.warning("reaped stale job %s", job_id)
+    return reaped is not None
+
+
+def view(job_id: uuid.UUID, user_id: int, *, defer_finalize: bool = False) -> JobView | None:
+    """Return the user's job as the status fragment shows it, settling it if it needs it.
+
+    A healthy poll is this one SELECT: staleness and billing are computed in it on the
+    database clock. Only a stale-looking row runs the reaping UPDATE, which repeats the
+    condition itself, and only a failed, unfinalized job runs the finalizer. With
+    defer_finalize, the poll that reaps answers "checking your points" at once and
+    leaves the finalizer to its caller (after the response) or to the next poll.
+    """
+    row = _select(job_id, user_id)
+    if row is None:
+        return None
+    reaped = False
+    if row.stale:
+        db.session.rollback()
+        reaped = reap(job_id)
+        if reaped:
+            failpoints.hit("after_reap")
+    if row.stale or (row.status == "failed" and not row.finalized):
+        if not (reaped and defer_finalize):
+            billing.finalize(job_id, user_id)
+        row = _select(job_id, user_id)
+    db.session.rollback()  # end the read transaction: no connection idles in one
+    return JobView(
+        id=row.id,
+        status=row.status,
+        billing=billing.billing_state(
+            row.status, row.finalized, row.charged, row.refunded, row.support_open
+        ),
+        settled=billing.is_settled(row.status, row.finalized),
+        reaped=reaped,
+        message=row.message,
+        step=row.step,
+        progress=row.progress,
+        error_code=row.error_code,
+        query_text=row.query_text,
+        lang=row.lang,
+        area=row.area,
+        elapsed=row.elapsed,
+        created_at=row.created_at,
+    )
+
+
+def _select(job_id: uuid.UUID, user_id: int) -> Row | None:
+    return db.session.execute(VIEW_SQL, {"id": job_id, "user": user_id, **_ages()}).first()
+
+
+def finalize_later(app: Flask, job_id: uuid.UUID, user_id: int) -> None:
+    """Finalize a job after the response that said "checking your points" went out."""
+    try:
+        with app.app_context():
+            billing.finalize(job_id, user_id)
+    except Exception:  # noqa: BLE001 - the next poll finalizes it instead
+        log.exception("finalizing job %s after the response failed", job_id)
+
+
+def settle_user_jobs(user_id: int) -> None:
+    """Reap and finalize the user's unsettled jobs (for pages that list them)."""
+    ids = (
+        db.session.execute(
+            text(
+                "SELECT id FROM assessment_jobs"
+                " WHERE user_id = :u AND (status IN ('pending', 'running')"
+                "   OR (status = 'failed' AND finalized_at IS NULL))"
+            ),
+            {"u": user_id},
+        )
+        .scalars()
+        .all()
+    )
+    for job_id in ids:
+        view(job_id, user_id)
+
+
+def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
+    """Return a succeeded job's report, if it is still kept."""
+    return db.session.execute(
+        text("SELECT result FROM assessment_jobs WHERE id = :id AND user_id = :u"),
+        {"id": job_id, "u": user_id},
+    ).scalar_one_or_none()
+
+
+def history(user_id: int, limit: int = 100) -> list[dict[str, Any]]:
+    """Return the user's jobs, newest first, with what each cost."""
+    rows = db.session.execute(
+        text(
+            "SELECT j.id, j.status, j.query_text, j.lang, j.area, j.created_at,"
+            " j.finalized_at IS NOT NULL AS finalized, j.error_code,"
+            " c.id IS NOT NULL AS charged,"
+            " EXISTS (SELECT 1 FROM point_ledger r WHERE r.refund_of = c.id"
+            "   AND r.kind = 'refund') AS refunded,"
+            " EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id"
+            "   AND i.resolved_at IS NULL) AS support_open"
+            " FROM assessment_jobs j"
+            " LEFT JOIN point_ledger c ON c.job_id = j.id AND c.kind = 'consume'"
+            " WHERE j.user_id = :u ORDER BY j.created_at DESC LIMIT :n"
+        ),
+        {"u": user_id, "n": limit},
+    ).all()
+    return [
+        {
+            **row._mapping,
+            "billing": billing.billing_state(
+                row.status, row.finalized, row.charged, row.refunded, row.support_open
+            ),
+        }
+        for row in rows
+    ]
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)

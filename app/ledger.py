@@ -1,0 +1,181 @@
+"""The points ledger: every change to a balance is a ledger row in the same transaction.
+
+These functions run inside the caller's transaction and never commit: the caller
+decides what else belongs in the same unit (a refund and the job's final message,
+for one). The partial unique indexes on point_ledger make consume and refund
+idempotent; ON CONFLICT DO NOTHING turns the second attempt into a no-op.
+"""
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import Row, text
+
+from . import failpoints
+from .extensions import db
+
+
+class InsufficientPoints(Exception):
+    """The user has no point to spend."""
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    user_id: int
+    email: str
+    balance: int
+    ledger_sum: int
+
+
+def grant(user_id: int, amount: int, reason: str) -> int:
+    """Add points to a user's balance and return the ledger row's id."""
+    if amount <= 0:
+        raise ValueError("a grant must be positive")
+    entry_id = db.session.execute(
+        text(
+            "INSERT INTO point_ledger (user_id, kind, amount, reason)"
+            " VALUES (:u, 'grant', :n, :r) RETURNING id"
+        ),
+        {"u": user_id, "n": amount, "r": reason},
+    ).scalar_one()
+    db.session.execute(
+        text("UPDATE users SET point_balance = point_balance + :n WHERE id = :u"),
+        {"u": user_id, "n": amount},
+    )
+    return entry_id
+
+
+def consume(user_id: int, job_id: uuid.UUID, reason: str = "area assessment") -> int:
+    """Spend one point on a job, at most once per job, and return the consume's id."""
+    inserted = db.session.execute(
+        text(
+            "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
+            " VALUES (:u, 'consume', -1, :j, :r)"
+            " ON CONFLICT (job_id) WHERE kind = 'consume' DO NOTHING"
+            " RETURNING id"
+        ),
+        {"u": user_id, "j": job_id, "r": reason},
+    ).scalar_one_or_none()
+    if inserted is None:  # this job was charged already: charging again is a no-op
+        return consume_for_job(job_id).id
+    # The balance condition sits in the WHERE so a spend can never go below zero;
+    # the CHECK constraint on users is the backstop.
+    spent = db.session.execute(
+        text(
+            "UPDATE users SET point_balance = point_balance - 1"
+            " WHERE id = :u AND point_balance >= 1 RETURNING point_balance"
+        ),
+        {"u": user_id},
+    ).first()
+    if spent is None:
+        raise InsufficientPoints("no point left to spend")
+    return inserted
+
+
+def refund(consume_id: int, reason: str) -> int | None:
+    """Give back the point of one consume; return the refund's id, or None if it had one."""
+    failpoints.hit("before_refund")
+    inserted = db.session.execute(
+        text(
+            "INSERT INTO point_ledger (user_id, kind, amount, job_id, refund_of, reason)"
+            " SELECT user_id, 'refund', 1, job_id, id, :r FROM point_ledger"
+            " WHERE id = :c AND kind = 'consume'"
+            " ON CONFLICT (refund_of) WHERE kind = 'refund' DO NOTHING"
+            " RETURNING id, user_id"
+        ),
+        {"c": consume_id, "r": reason},
+    ).first()
+    if inserted is None:
+        return None
+    db.session.execute(
+        text("UPDATE users SET point_balance = point_balance + 1 WHERE id = :u"),
+        {"u": inserted.user_id},
+    )
+    return inserted.id
+
+
+def consume_for_job(job_id: uuid.UUID) -> Row | None:
+    """Return the job's consume row, if it was charged."""
+    failpoints.hit("consume_lookup")
+    return db.session.execute(
+        text(
+            "SELECT id, user_id, created_at FROM point_ledger"
+            " WHERE job_id = :j AND kind = 'consume'"
+        ),
+        {"j": job_id},
+    ).first()
+
+
+def refund_of(consume_id: int) -> Row | None:
+    """Return the refund of a consume, if there is one."""
+    return db.session.execute(
+        text("SELECT id, created_at FROM point_ledger WHERE refund_of = :c AND kind = 'refund'"),
+        {"c": consume_id},
+    ).first()
+
+
+def entries_for_job(job_id: uuid.UUID) -> list[Row]:
+    """Return the ledger rows that belong to a job, oldest first."""
+    return db.session.execute(
+        text(
+            "SELECT id, kind, amount, refund_of, reason, created_at FROM point_ledger"
+            " WHERE job_id = :j ORDER BY id"
+        ),
+        {"j": job_id},
+    ).all()
+
+
+def history(user_id: int, limit: int = 50) -> list[Row]:
+    """Return a user's most recent ledger rows, newest first."""
+    return db.session.execute(
+        text(
+            "SELECT id, kind, amount, job_id, reason, created_at FROM point_ledger"
+            " WHERE user_id = :u ORDER BY id DESC LIMIT :n"
+        ),
+        {"u": user_id, "n": limit},
+    ).all()
+
+
+def balance_mismatches() -> list[Mismatch]:
+    """Return every user whose balance differs from the sum of their ledger rows."""
+    rows = db.session.execute(
+        text(
+            "SELECT u.id, u.email, u.point_balance, COALESCE(SUM(l.amount), 0) AS total"
+            " FROM users u LEFT JOIN point_ledger l ON l.user_id = u.id"
+            " GROUP BY u.id HAVING u.point_balance <> COALESCE(SUM(l.amount), 0)"
+            " ORDER BY u.id"
+        )
+    ).all()
+    return [Mismatch(r.id, r.email, r.point_balance, r.total) for r in rows]
+
+
+def job_violations() -> list[str]:
+    """Describe every job whose ledger rows break the billing invariants."""
+    problems = []
+    for r in db.session.execute(
+        text(
+            "SELECT r.id, r.job_id, c.kind, c.job_id AS consume_job, r.user_id, c.user_id AS cu"
+            " FROM point_ledger r LEFT JOIN point_ledger c ON c.id = r.refund_of"
+            " WHERE r.kind = 'refund' AND (c.kind IS DISTINCT FROM 'consume'"
+            "   OR c.job_id IS DISTINCT FROM r.job_id OR c.user_id <> r.user_id)"
+        )
+    ):
+        problems.append(f"refund {r.id} does not reverse a consume of its own job")
+    for r in db.session.execute(
+        text(
+            "SELECT j.id, j.status,"
+            "  (SELECT count(*) FROM point_ledger c WHERE c.job_id = j.id"
+            "     AND c.kind = 'consume') AS consumes,"
+            "  (SELECT count(*) FROM point_ledger f WHERE f.job_id = j.id"
+            "     AND f.kind = 'refund') AS refunds,"
+            "  EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id) AS has_incident"
+            " FROM assessment_jobs j"
+            " WHERE (j.status = 'succeeded')"
+            "    OR (j.status = 'failed' AND j.finalized_at IS NOT NULL)"
+        )
+    ):
+        if r.status == "succeeded" and (r.consumes != 1 or r.refunds != 0):
+            problems.append(f"job {r.id} succeeded with {r.consumes} consumes, {r.refunds} refunds")
+        if r.status == "failed" and r.consumes > r.refunds and not r.has_incident:
+            problems.append(f"job {r.id} failed and was charged without a refund")
+    return problems

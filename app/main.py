@@ -1,0 +1,22 @@
+"""The dashboard: the balance, the ledger and recent assessments."""
+
+from flask import Blueprint, render_template
+from flask_login import current_user
+
+from . import jobs, ledger
+
+bp = Blueprint("main", __name__)
+
+
+@bp.get("/")
+def dashboard():
+    """Show the signed-in user's balance and ledger, or the welcome page."""
+    if not current_user.is_authenticated:
+        return render_template("welcome.html")
+    jobs.settle_user_jobs(current_user.id)
+    return render_template(
+        "dashboard.html",
+        entries=ledger.history(current_user.id),
+        recent=jobs.history(current_user.id, limit=5),
+        balance=current_user.point_balance,
+    )

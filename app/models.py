@@ -1,0 +1,171 @@
+"""The tables. Constraints that carry a guarantee are declared here and in the migration."""
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from flask_login import UserMixin
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP, UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .extensions import db
+
+TZ = TIMESTAMP(timezone=True)
+
+
+class Role(StrEnum):
+    USER = "user"
+    SUPPORT = "support"
+
+
+class LedgerKind(StrEnum):
+    GRANT = "grant"
+    CONSUME = "consume"
+    REFUND = "refund"
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class User(UserMixin, db.Model):
+    __tablename__ = "users"
+    __table_args__ = (
+        CheckConstraint("point_balance >= 0", name="ck_users_point_balance_nonnegative"),
+        CheckConstraint("role IN ('user', 'support')", name="ck_users_role"),
+        Index("uq_users_email_lower", func.lower(text("email")), unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    email: Mapped[str] = mapped_column(Text)
+    password_hash: Mapped[str] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text, server_default=Role.USER.value)
+    point_balance: Mapped[int] = mapped_column(Integer, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+
+    @property
+    def is_support(self) -> bool:
+        return self.role == Role.SUPPORT
+
+
+class LedgerEntry(db.Model):
+    __tablename__ = "point_ledger"
+    __table_args__ = (
+        CheckConstraint(
+            "(kind = 'grant' AND amount > 0 AND job_id IS NULL AND refund_of IS NULL)"
+            " OR (kind = 'consume' AND amount = -1 AND job_id IS NOT NULL AND refund_of IS NULL)"
+            " OR (kind = 'refund' AND amount = 1 AND refund_of IS NOT NULL)",
+            name="ck_point_ledger_kind_amount",
+        ),
+        # One consume per job, one refund per consume: the database, not the app,
+        # is what makes a double charge or a double refund impossible.
+        Index(
+            "uq_point_ledger_consume_per_job",
+            "job_id",
+            unique=True,
+            postgresql_where=text("kind = 'consume'"),
+        ),
+        Index(
+            "uq_point_ledger_refund_per_consume",
+            "refund_of",
+            unique=True,
+            postgresql_where=text("kind = 'refund'"),
+        ),
+        Index("ix_point_ledger_user_id", "user_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    kind: Mapped[str] = mapped_column(Text)
+    amount: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("assessment_jobs.id"))
+    refund_of: Mapped[int | None] = mapped_column(ForeignKey("point_ledger.id"))
+    reason: Mapped[str] = mapped_column(Text, server_default="")
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+
+
+class Job(db.Model):
+    __tablename__ = "assessment_jobs"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('pending', 'running', 'succeeded', 'failed')", name="ck_jobs_status"
+        ),
+        CheckConstraint("lang IN ('en', 'ja')", name="ck_jobs_lang"),
+        # At most one job in flight per user: a second concurrent submit fails
+        # with a unique violation (23505), which the app answers with 409.
+        Index(
+            "uq_assessment_jobs_one_in_flight",
+            "user_id",
+            unique=True,
+            postgresql_where=text("status IN ('pending', 'running')"),
+        ),
+        Index("ix_assessment_jobs_user_created", "user_id", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), primary_key=True, server_default=func.gen_random_uuid()
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    status: Mapped[str] = mapped_column(Text, server_default=JobStatus.PENDING.value)
+    query_text: Mapped[str] = mapped_column(Text)
+    lang: Mapped[str] = mapped_column(Text)
+    area: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(TZ)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(TZ)
+    finished_at: Mapped[datetime | None] = mapped_column(TZ)
+    finalized_at: Mapped[datetime | None] = mapped_column(TZ)
+    error_code: Mapped[str | None] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(Text, server_default="")
+    step: Mapped[str] = mapped_column(Text, server_default="")
+    progress: Mapped[int] = mapped_column(SmallInteger, server_default="0")
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    result_purged_at: Mapped[datetime | None] = mapped_column(TZ)
+
+
+class Incident(db.Model):
+    __tablename__ = "incidents"
+    __table_args__ = (
+        CheckConstraint(
+            "severity IN ('info', 'warning', 'critical')", name="ck_incidents_severity"
+        ),
+        # However many polls retry a failing finalizer, a job raises one incident per code.
+        Index("uq_incidents_job_code", "job_id", "code", unique=True),
+        Index("ix_incidents_open", "created_at", postgresql_where=text("resolved_at IS NULL")),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    scope: Mapped[str] = mapped_column(Text)
+    code: Mapped[str] = mapped_column(Text)
+    severity: Mapped[str] = mapped_column(Text)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("assessment_jobs.id"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    detail: Mapped[str] = mapped_column(Text, server_default="")
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    resolved_at: Mapped[datetime | None] = mapped_column(TZ)
+    resolved_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    resolution: Mapped[str | None] = mapped_column(Text)
+
+
+class Housekeeping(db.Model):
+    """One row per opportunistic chore; its last_run_at decides who runs it next."""
+
+    __tablename__ = "housekeeping"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    last_run_at: Mapped[datetime | None] = mapped_column(TZ)

@@ -1,0 +1,102 @@
+"""An assessment from submit to settled: the service behind POST /assessments and its thread."""
+
+import logging
+import threading
+import uuid
+
+from flask import current_app
+from sqlalchemy import text
+
+from . import billing, failpoints, jobs, ledger
+from .assessment import Area, ProviderError, resolve_place, run_assessment
+from .extensions import db
+from .runner import Runner, RunnerBusy
+
+log = logging.getLogger(__name__)
+
+
+class NotEnoughPoints(Exception):
+    """The user has no point to spend on an assessment."""
+
+
+def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
+    """Start an assessment and return its job id; the work runs after this returns.
+
+    Resolving the place and checking the balance write nothing and charge nothing;
+    the point is consumed by the job itself, before any expensive work.
+    """
+    area = resolve_place(query)
+    balance = db.session.execute(
+        text("SELECT point_balance FROM users WHERE id = :u"), {"u": user_id}
+    ).scalar_one()
+    if balance < 1:
+        raise NotEnoughPoints()
+    # The row goes in before the slot is taken, so the one-in-flight index answers
+    # first: a double click is always a 409, never a 503 that depends on timing.
+    job_id = jobs.create(user_id, query, lang, area.to_dict())
+    runner: Runner = current_app.extensions["runner"]
+    try:
+        runner.reserve()
+    except RunnerBusy:
+        jobs.discard_unstarted(job_id)  # busy means nothing created, nothing charged
+        raise
+    try:
+        failpoints.hit("after_insert")
+    except BaseException:
+        runner.release()
+        raise
+    runner.start(job_id, run)
+    return job_id
+
+
+def run(job_id: uuid.UUID, stop: threading.Event) -> None:
+    """Run one job on its thread: start, charge, work, finish; settle it if it fails."""
+    app = current_app._get_current_object()
+    started = jobs.mark_running(job_id)
+    if started is None:
+        log.info("job %s was no longer pending; not started", job_id)
+        return
+    app.extensions["runner"].mark_started(job_id)
+
+    def progress(step: str, percent: int) -> None:
+        if stop.is_set():
+            raise jobs.JobCancelled(str(job_id))
+        with app.app_context():
+            jobs.report_progress(job_id, step, percent)
+
+    try:
+        failpoints.hit("after_running")
+        try:
+            ledger.consume(started.user_id, job_id)
+            db.session.commit()
+        except ledger.InsufficientPoints:
+            db.session.rollback()
+            _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.")
+            return
+        failpoints.hit("after_consume")
+        # Only now, with the point consumed, does the paid work begin.
+        result = run_assessment(
+            Area.from_dict(started.area),
+            started.lang,
+            provider=app.extensions["layer_provider"],
+            cache=app.extensions["layer_cache"],
+            progress=progress,
+        )
+        failpoints.hit("before_success")
+        if not jobs.succeed(job_id, result):
+            log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
+    except jobs.JobCancelled:
+        log.info("job %s stopped: its row is no longer running", job_id)
+    except ProviderError as exc:
+        log.warning("job %s: provider failed: %s", job_id, exc)
+        _fail(job_id, "PROVIDER_ERROR", f"A hazard data provider failed: {exc}")
+    except Exception:
+        log.exception("job %s failed", job_id)
+        _fail(job_id, "INTERNAL_ERROR", "The assessment failed because of an error on our side.")
+
+
+def _fail(job_id: uuid.UUID, code: str, message: str) -> None:
+    db.session.rollback()
+    user_id = jobs.fail(job_id, code, message)
+    if user_id is not None:
+        billing.finalize(job_id, user_id)

@@ -1,0 +1,136 @@
+"""The in-process executor: bounded slots, job threads with an app context, heartbeat, shutdown.
+
+No queue: a submit takes a slot, inserts the row and starts a daemon thread. The
+database row, not this object, is the job's state; the runner only knows which jobs
+live in this process so it can keep their heartbeat fresh and settle them on exit.
+"""
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from flask import Flask
+
+from . import billing, jobs
+
+log = logging.getLogger(__name__)
+
+
+class RunnerBusy(Exception):
+    """Every slot of this process is taken."""
+
+
+class Runner:
+    """Run jobs on daemon threads, at most max_jobs at a time."""
+
+    def __init__(self, app: Flask, max_jobs: int, heartbeat_seconds: float):
+        self.app = app
+        self.max_jobs = max_jobs
+        self.heartbeat_seconds = heartbeat_seconds
+        self._slots = threading.BoundedSemaphore(max_jobs)
+        self._lock = threading.Lock()
+        self._live: dict[uuid.UUID, threading.Event] = {}  # job id -> its stop signal
+        self._started: set[uuid.UUID] = set()  # live jobs whose row is running
+        self._closing = False
+        self._heartbeat: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def reserve(self) -> None:
+        """Take a slot for a job about to be created, or raise RunnerBusy."""
+        if self._closing or not self._slots.acquire(blocking=False):
+            raise RunnerBusy()
+
+    def release(self) -> None:
+        """Give back a slot that was reserved but not used."""
+        self._slots.release()
+
+    def start(self, job_id: uuid.UUID, work: Callable[[uuid.UUID, threading.Event], None]) -> None:
+        """Run work(job_id, stop) on a daemon thread inside an app context, holding a slot."""
+        stop = threading.Event()
+        with self._lock:
+            self._live[job_id] = stop
+        self._ensure_heartbeat()
+        threading.Thread(
+            target=self._run, args=(job_id, work, stop), name=f"job-{job_id}", daemon=True
+        ).start()
+
+    def _run(self, job_id, work, stop) -> None:
+        try:
+            with self.app.app_context():
+                work(job_id, stop)
+        except BaseException:  # noqa: BLE001 - a thread's last word must be logged
+            log.exception("job %s crashed its thread", job_id)
+        finally:
+            with self._lock:
+                self._live.pop(job_id, None)
+                self._started.discard(job_id)
+            self._slots.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until no job lives in this process; False if some still run after timeout."""
+        deadline = time.monotonic() + timeout
+        while self.running_ids():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def running_ids(self) -> list[uuid.UUID]:
+        """Return the ids of the jobs living in this process."""
+        with self._lock:
+            return list(self._live)
+
+    def _ensure_heartbeat(self) -> None:
+        with self._lock:
+            if self._heartbeat is None or not self._heartbeat.is_alive():
+                self._heartbeat = threading.Thread(
+                    target=self._beat, name="job-heartbeat", daemon=True
+                )
+                self._heartbeat.start()
+
+    def _beat(self) -> None:
+        """Keep live jobs' heartbeat fresh; tell jobs whose row stopped running to stop."""
+        while not self._wake.wait(self.heartbeat_seconds):
+            ids = self.running_ids()
+            if not ids:
+                continue
+            try:
+                with self.app.app_context():
+                    alive = jobs.heartbeat(ids)
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease covers it
+                log.exception("heartbeat failed")
+                continue
+            with self._lock:
+                for job_id in ids:
+                    stop = self._live.get(job_id)
+                    # A job not yet marked running has no beat to refresh; only a row
+                    # that has left 'running' (reaped, shut down) means stop.
+                    if stop is not None and job_id not in alive and job_id in self._started:
+                        stop.set()
+
+    def mark_started(self, job_id: uuid.UUID) -> None:
+        """Note that the job's row is running, so a missing heartbeat row means stop."""
+        with self._lock:
+            self._started.add(job_id)
+
+    def shutdown(self) -> None:
+        """Fail and settle the jobs of this process now, so users see the truth at once."""
+        self._closing = True
+        self._wake.set()
+        ids = self.running_ids()
+        if not ids:
+            return
+        with self.app.app_context():
+            for job_id in ids:
+                try:
+                    user_id = jobs.fail(job_id, jobs.INTERRUPTED, SHUTDOWN_MESSAGE)
+                    if user_id is not None:
+                        billing.finalize(job_id, user_id)
+                        log.warning("settled job %s at shutdown", job_id)
+                except Exception:  # noqa: BLE001 - the next poll's reaper settles it
+                    log.exception("could not settle job %s at shutdown", job_id)
+
+
+SHUTDOWN_MESSAGE = "The service restarted while your assessment was running."

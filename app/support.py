@@ -1,0 +1,69 @@
+"""The support console: open incidents, and settling the points they are about."""
+
+from functools import wraps
+
+from flask import Blueprint, abort, flash, redirect, render_template, url_for
+from flask_login import current_user, login_required
+
+from . import billing, incidents, ledger
+from .forms import ReasonForm
+
+bp = Blueprint("support", __name__, url_prefix="/support")
+
+
+def support_required(view):
+    """Let only signed-in support staff through; others get 403."""
+
+    @wraps(view)
+    @login_required
+    def wrapped(*args, **kwargs):
+        if not current_user.is_support:
+            abort(403)
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+@bp.get("")
+@support_required
+def index():
+    """List open incidents, each with its user's ledger rows for the job."""
+    open_rows = incidents.open_incidents()
+    entries = {row.id: ledger.entries_for_job(row.job_id) for row in open_rows if row.job_id}
+    return render_template(
+        "support/index.html",
+        incidents=open_rows,
+        entries=entries,
+        resolved=incidents.recently_resolved(),
+        form=ReasonForm(),
+    )
+
+
+@bp.post("/incidents/<int:incident_id>/refund")
+@support_required
+def refund(incident_id: int):
+    """Refund the job's point (idempotent) and resolve the incident."""
+    return _settle(incident_id, refund=True)
+
+
+@bp.post("/incidents/<int:incident_id>/no-refund")
+@support_required
+def no_refund(incident_id: int):
+    """Record that no refund is due, with the reason, and resolve the incident."""
+    return _settle(incident_id, refund=False)
+
+
+def _settle(incident_id: int, refund: bool):
+    incident = incidents.get(incident_id)
+    if incident is None or incident.job_id is None:
+        abort(404)
+    form = ReasonForm()
+    if not form.validate_on_submit():
+        flash(" ".join(form.reason.errors) or "Say why, for the record.", "error")
+        return redirect(url_for(".index"), 303)
+    if incident.resolved_at is not None:
+        flash(f"Incident {incident_id} was already resolved.", "info")
+        return redirect(url_for(".index"), 303)
+    billing.settle_by_support(incident.job_id, current_user.id, refund, form.reason.data.strip())
+    flash(f"Incident {incident_id} resolved.", "success")
+    return redirect(url_for(".index"), 303)

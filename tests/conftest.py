@@ -1,0 +1,189 @@
+"""Fixtures: one real PostgreSQL database per test session, truncated between tests.
+
+DATABASE_URL, when set, names the server to create the test database on; otherwise
+an embedded pgserver in ./.pgdata-test is used. Job threads use their own
+connections, so tests cannot run inside one rolled-back transaction: tables are
+truncated instead.
+"""
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TEST_CONFIG = {
+    "TESTING": True,
+    "SECRET_KEY": "test-secret",
+    "SIGNUP_POINTS": 3,
+    "ASSESSMENT_WORK_SECONDS": 0,
+    "JOB_LEASE_SECONDS": 2,
+    "JOB_HEARTBEAT_SECONDS": 0.3,
+    "JOB_MAX_RUNTIME_SECONDS": 60,
+    "POLL_INTERVAL_SECONDS": 0.5,
+    "MAX_CONCURRENT_JOBS": 8,
+    "LAYER_PROVIDER": "demo",
+    "FAILPOINTS": "",
+}
+
+
+def _server_url() -> str:
+    if url := os.environ.get("DATABASE_URL"):
+        return url
+    from app import embedded
+
+    return embedded.start(ROOT / ".pgdata-test")
+
+
+@pytest.fixture(scope="session")
+def database_url() -> str:
+    """Create a fresh database for this session, migrate it, and drop it afterwards."""
+    base = make_url(_server_url())
+    name = f"areaassess_test_{os.getpid()}"
+    admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = base.set(drivername="postgresql", database=name).render_as_string(hide_password=False)
+
+    from flask_migrate import upgrade
+
+    from app import create_app
+
+    migrating = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": _sa(url)})
+    with migrating.app_context():
+        upgrade()
+        from app.extensions import db
+
+        db.engine.dispose()
+    yield url
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _sa(url: str) -> str:
+    from app.config import sqlalchemy_url
+
+    return sqlalchemy_url(url)
+
+
+def truncate(url: str) -> None:
+    """Empty every table and reset the housekeeping clock."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "TRUNCATE users, point_ledger, assessment_jobs, incidents RESTART IDENTITY CASCADE"
+        )
+        conn.execute("UPDATE housekeeping SET last_run_at = NULL")
+
+
+@pytest.fixture
+def make_app(database_url):
+    """Build apps on the test database with TEST_CONFIG plus overrides."""
+    truncate(database_url)
+    built = []
+
+    def build(**overrides):
+        from app import create_app
+
+        app = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": _sa(database_url), **overrides})
+        built.append(app)
+        return app
+
+    yield build
+    from app import failpoints
+    from app.extensions import db
+
+    for app in built:
+        assert app.extensions["runner"].wait(10), "a job thread outlived its test"
+        with app.app_context():
+            db.engine.dispose()
+    failpoints.configure("")
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def sql(database_url):
+    """Run one SQL statement on its own connection and return all rows."""
+
+    def run(statement: str, **params):
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchall() if cur.description else cur.rowcount
+
+    return run
+
+
+CSRF_RE = re.compile(
+    r'name="csrf_token" type="hidden" value="([^"]+)"|name="csrf_token" value="([^"]+)"'
+)
+
+
+def csrf_token(html: str) -> str:
+    """Pull the CSRF token out of a rendered page."""
+    match = CSRF_RE.search(html)
+    assert match, "no csrf_token on the page"
+    return match.group(1) or match.group(2)
+
+
+class Actions:
+    """What a user does in the app, through the test client, with real CSRF tokens."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def token(self, path: str = "/signup") -> str:
+        return csrf_token(self.client.get(path).get_data(as_text=True))
+
+    def signup(self, email: str | None = None, password: str = "correct horse"):
+        email = email or f"user-{uuid.uuid4().hex[:8]}@example.com"
+        return self.client.post(
+            "/signup", data={"email": email, "password": password, "csrf_token": self.token()}
+        )
+
+    def login(self, email: str, password: str = "correct horse"):
+        return self.client.post(
+            "/login",
+            data={"email": email, "password": password, "csrf_token": self.token("/login")},
+        )
+
+    def submit(self, query: str = "札幌市", lang: str = "en", token: str | None = None):
+        token = token or self.token("/assessments/new")
+        return self.client.post(
+            "/assessments", data={"query": query, "lang": lang, "csrf_token": token}
+        )
+
+
+@pytest.fixture
+def actions(client):
+    return Actions(client)
+
+
+def job_id_from(response) -> uuid.UUID:
+    """Return the job id a submit redirected to."""
+    assert response.status_code == 303, response.get_data(as_text=True)[:500]
+    return uuid.UUID(response.headers["Location"].rstrip("/").split("/")[-1])
+
+
+def scalar(app, statement: str, **params):
+    """Run one query through the app's engine and return its single value."""
+    from app.extensions import db
+
+    with app.app_context():
+        value = db.session.execute(text(statement), params).scalar()
+        db.session.rollback()
+        return value

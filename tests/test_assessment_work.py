@@ -1,0 +1,393 @@
+"""One assessment's work: shared upstream fetches, progress, failures, and the report."""
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import escape
+
+from app.assessment import ProviderError, make_provider, resolve_place, run_assessment
+from app.assessment.analysis import LAYERS, level_of
+from app.assessment.area import tile_key
+from app.assessment.providers import DemoProvider
+from app.singleflight import SingleFlightCache
+
+TIMEOUT = 5.0
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def wait_until(predicate: Callable[[], bool]) -> None:
+    """Wait until predicate() is true, failing after TIMEOUT."""
+    deadline = time.monotonic() + TIMEOUT
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.001)
+
+
+def no_progress(step: str, percent: int) -> None:
+    pass
+
+
+class CountingProvider:
+    """The demo's numbers, counting every upstream call; gate(dataset, key) runs first."""
+
+    name = "counting"
+    is_demo = False
+
+    def __init__(self, gate: Callable[[str, str], None] | None = None) -> None:
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.returned = 0
+        self.gate = gate
+        self._lock = threading.Lock()
+
+    def fetch(self, dataset: str, key: str) -> dict[str, float]:
+        with self._lock:
+            self.calls[dataset, key] += 1
+        try:
+            if self.gate is not None:
+                self.gate(dataset, key)
+            return DemoProvider().fetch(dataset, key)
+        finally:
+            with self._lock:
+                self.returned += 1
+
+
+@pytest.fixture(scope="module")
+def sapporo():
+    return resolve_place("札幌市")
+
+
+def upstream_keys(area) -> set[tuple[str, str]]:
+    tiles = {("elevation", tile_key(tile)) for tile in area.tiles}
+    return tiles | {(ds, area.code) for ds in ("rainfall", "coast", "ground", "faults")}
+
+
+LOOKUPS_PER_JOB = 23  # elevation x4 for four layers, plus each layer's per-code datasets
+
+
+def test_a_job_fetches_each_upstream_key_once(sapporo) -> None:
+    cache = SingleFlightCache()
+
+    def hold_first_tile(dataset: str, key: str) -> None:
+        # Hold the first tile until the three other tile-reading layers have joined it.
+        if (dataset, key) == ("elevation", tile_key(sapporo.tiles[0])):
+            wait_until(lambda: cache.stats()["joins"] >= 3)
+
+    provider = CountingProvider(hold_first_tile)
+    report = run_assessment(sapporo, "en", provider=provider, cache=cache, progress=no_progress)
+
+    assert set(provider.calls) == upstream_keys(sapporo)
+    assert set(provider.calls.values()) == {1}
+    stats = report["cache"]
+    assert stats["misses"] == 8 and stats["joins"] >= 3
+    assert stats["hits"] + stats["joins"] + stats["misses"] == LOOKUPS_PER_JOB
+
+    again = run_assessment(sapporo, "en", provider=provider, cache=cache, progress=no_progress)
+    assert sum(provider.calls.values()) == 8
+    assert again["cache"] == {"hits": LOOKUPS_PER_JOB, "joins": 0, "misses": 0}
+
+
+def test_the_demo_report_is_deterministic(sapporo) -> None:
+    provider = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+
+    def run() -> dict[str, Any]:
+        report = run_assessment(
+            sapporo, "en", provider=provider, cache=SingleFlightCache(), progress=no_progress
+        )
+        assert json.loads(json.dumps(report)) == report
+        report.pop("generated_at")
+        stats = report.pop("cache")  # how lookups split into hits and joins is timing
+        assert stats["misses"] == 8
+        return report
+
+    first = run()
+    assert run() == first
+    assert [row["key"] for row in first["layers"]] == [layer.key for layer in LAYERS]
+    # Pinned: a hash that varied between processes would change these.
+    assert [row["level"] for row in first["layers"]] == [1, 1, 1, 3, 4]
+    assert first["score"] == 31
+    assert first["area"]["code"] == "011002"
+    assert (first["provider"], first["demo"], first["lang"]) == ("demo", True, "en")
+    assert first["narrative"].startswith("Sapporo-shi, Hokkaido has an overall hazard score")
+
+
+def test_the_report_speaks_the_jobs_language(sapporo) -> None:
+    report = run_assessment(
+        sapporo, "ja", provider=DemoProvider(), cache=SingleFlightCache(), progress=no_progress
+    )
+    assert report["narrative"].startswith("北海道札幌市の総合ハザードスコアは100点中31点")
+    assert [row["label"] for row in report["layers"]][-1] == "高い"
+    with pytest.raises(ValueError):
+        run_assessment(
+            sapporo, "fr", provider=DemoProvider(), cache=SingleFlightCache(), progress=no_progress
+        )
+
+
+def test_progress_rises_from_0_to_100(sapporo) -> None:
+    steps: list[tuple[str, int]] = []
+    run_assessment(
+        sapporo,
+        "en",
+        provider=DemoProvider(),
+        cache=SingleFlightCache(),
+        progress=lambda step, pct: steps.append((step, pct)),
+    )
+    percents = [pct for _, pct in steps]
+    assert percents == sorted(percents) and percents[0] == 0 and percents[-1] == 100
+    fetched = [step for step, _ in steps if step.startswith("Fetched layer")]
+    assert [step.split(" (")[0] for step in fetched] == [
+        f"Fetched layer {n} of 5" for n in range(1, 6)
+    ]
+    assert {step.split("(")[1].rstrip(")") for step in fetched} == {layer.key for layer in LAYERS}
+    assert steps[-2] == ("Analysing", 95)
+
+
+class Cancelled(Exception):
+    pass
+
+
+def test_a_raising_progress_stops_the_run_at_once(sapporo) -> None:
+    release = threading.Event()
+
+    def block_tiles(dataset: str, key: str) -> None:
+        if dataset == "elevation":
+            assert release.wait(TIMEOUT)
+
+    provider = CountingProvider(block_tiles)
+    cancelled = Cancelled()
+    outcome: list[BaseException] = []
+
+    def progress(step: str, percent: int) -> None:
+        if step.startswith("Fetched"):  # seismic, which reads no tiles, finishes first
+            raise cancelled
+
+    def job() -> None:
+        try:
+            run_assessment(
+                sapporo, "en", provider=provider, cache=SingleFlightCache(), progress=progress
+            )
+        except BaseException as exc:  # noqa: B036 - the test inspects it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    thread.join(TIMEOUT)  # the tiles are still blocked: the run must not wait for them
+    finished = not thread.is_alive()
+    release.set()
+    assert finished, "run_assessment waited for the layers still fetching"
+    assert outcome == [cancelled]
+    # The layers stop at their next upstream call: no tile after the first is fetched.
+    wait_until(lambda: provider.returned == sum(provider.calls.values()))
+    time.sleep(0.05)
+    assert [key for key in provider.calls if key[0] == "elevation"] == [
+        ("elevation", tile_key(sapporo.tiles[0]))
+    ]
+
+
+def test_a_progress_that_raises_first_fetches_nothing(sapporo) -> None:
+    provider = CountingProvider()
+
+    def progress(step: str, percent: int) -> None:
+        raise Cancelled()
+
+    with pytest.raises(Cancelled):
+        run_assessment(
+            sapporo, "en", provider=provider, cache=SingleFlightCache(), progress=progress
+        )
+    assert not provider.calls
+
+
+def test_a_provider_error_propagates_and_is_not_cached(sapporo) -> None:
+    error = ProviderError("coast", sapporo.code, "the server answered HTTP 503")
+
+    def fail_coast(dataset: str, key: str) -> None:
+        if dataset == "coast":
+            raise error
+
+    provider = CountingProvider(fail_coast)
+    cache = SingleFlightCache()
+    for _ in range(2):
+        with pytest.raises(ProviderError) as info:
+            run_assessment(sapporo, "en", provider=provider, cache=cache, progress=no_progress)
+        assert info.value is error
+    assert provider.calls["coast", sapporo.code] == 2
+
+
+class Upstream:
+    """A real HTTP server on 127.0.0.1 serving the demo's numbers, or failing on request."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self.status = 200
+        self.delay = 0.0
+        self.url = ""
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    state = Upstream()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            state.hits[self.path] += 1
+            time.sleep(state.delay)
+            dataset, key = self.path.lstrip("/").split("/", 1)
+            body = json.dumps(DemoProvider().fetch(dataset, key)).encode()
+            try:
+                self.send_response(state.status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def http_provider(upstream: Upstream, timeout: float = 2.0):
+    return make_provider(
+        {
+            "LAYER_PROVIDER": "http",
+            "LAYER_HTTP_BASE_URL": upstream.url,
+            "LAYER_HTTP_TIMEOUT_SECONDS": timeout,
+        }
+    )
+
+
+def test_an_http_job_asks_the_server_for_each_key_once(upstream: Upstream, sapporo) -> None:
+    report = run_assessment(
+        sapporo,
+        "en",
+        provider=http_provider(upstream),
+        cache=SingleFlightCache(),
+        progress=no_progress,
+    )
+    expected = {f"/{dataset}/{key}" for dataset, key in upstream_keys(sapporo)}
+    assert set(upstream.hits) == expected
+    assert set(upstream.hits.values()) == {1}
+    assert (report["provider"], report["demo"]) == ("http", False)
+
+
+def test_a_slow_server_fails_the_job_with_a_provider_error(upstream: Upstream, sapporo) -> None:
+    upstream.delay = 0.6
+    with pytest.raises(ProviderError, match=r"no answer within 0\.2 s"):
+        run_assessment(
+            sapporo,
+            "en",
+            provider=http_provider(upstream, timeout=0.2),
+            cache=SingleFlightCache(),
+            progress=no_progress,
+        )
+
+
+def test_a_server_error_fails_the_job_with_a_provider_error(upstream: Upstream, sapporo) -> None:
+    upstream.status = 500
+    with pytest.raises(ProviderError, match="HTTP 500"):
+        run_assessment(
+            sapporo,
+            "en",
+            provider=http_provider(upstream),
+            cache=SingleFlightCache(),
+            progress=no_progress,
+        )
+
+
+def test_the_demo_takes_about_the_configured_time(sapporo) -> None:
+    provider = make_provider({"ASSESSMENT_WORK_SECONDS": 0.25})
+    started = time.monotonic()
+    run_assessment(
+        sapporo, "en", provider=provider, cache=SingleFlightCache(), progress=no_progress
+    )
+    assert 0.2 <= time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    ("index", "level"), [(0.0, 1), (0.199, 1), (0.2, 2), (0.5, 3), (0.79, 4), (0.8, 5), (1.0, 5)]
+)
+def test_levels_split_the_index_in_fifths(index: float, level: int) -> None:
+    assert level_of(index) == level
+
+
+class TagBalance(HTMLParser):
+    """Check that every opened element is closed, in order."""
+
+    VOID = {"meta", "br", "img", "input", "link", "hr"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack.pop() == tag, f"unbalanced </{tag}>"
+
+
+def render_report(report: dict[str, Any]) -> str:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined
+    )
+    html = env.get_template("partials/_report.html").render(report=report)
+    parser = TagBalance()
+    parser.feed(html)
+    parser.close()
+    assert parser.stack == []
+    return html
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_report_renders(sapporo, lang: str) -> None:
+    report = run_assessment(
+        sapporo, lang, provider=DemoProvider(), cache=SingleFlightCache(), progress=no_progress
+    )
+    html = render_report(report)
+    assert html.count('class="report-bar report-level-') == 5
+    assert html.count('<tr class="report-level-') == 5
+    assert 'role="img"' in html and '<title id="report-chart-title">' in html
+    title = {
+        "en": '<span class="report-title-alt" lang="ja">北海道札幌市</span>',
+        "ja": '<span lang="ja">北海道札幌市</span>',
+    }[lang]
+    assert title in html and '<dd lang="ja">さっぽろし</dd>' in html
+    assert "011002" in html and "43.0621° N, 141.3544° E" in html
+    for layer in report["layers"]:
+        assert f"{layer['level']}/5 {layer['label']}" in html  # the level is text, not colour
+    assert str(escape(report["narrative"])) in html
+    demo_note = {
+        "en": "Built from demonstration data, not real hazard measurements.",
+        "ja": "デモ用のデータから作成したもので、実際のハザード測定値ではありません。",
+    }[lang]
+    assert demo_note in html
+    misses = report["cache"]["misses"]
+    sources = {"en": f"{misses} upstream requests", "ja": f"上流への問い合わせ{misses}件"}
+    assert sources[lang] in html
+
+
+def test_the_report_escapes_and_omits_the_demo_note_for_real_data(sapporo) -> None:
+    report = run_assessment(
+        sapporo, "en", provider=DemoProvider(), cache=SingleFlightCache(), progress=no_progress
+    )
+    report["demo"] = False
+    report["area"]["name_ja"] = "<script>alert(1)</script>"
+    html = render_report(report)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "demonstration data" not in html

@@ -1,0 +1,114 @@
+"""Accounts: sign up, log in, log out, and what bad input gets."""
+
+import pytest
+
+from tests.conftest import csrf_token
+
+
+def count_users(sql):
+    return sql("SELECT count(*) FROM users")[0][0]
+
+
+def test_signup_grants_points_and_signs_in(client, actions, sql):
+    response = actions.signup("new@example.com")
+    assert response.status_code == 303
+    page = client.get("/").get_data(as_text=True)
+    assert 'data-balance="3"' in page
+    assert sql("SELECT email, point_balance FROM users") == [("new@example.com", 3)]
+    hashed = sql("SELECT password_hash FROM users")[0][0]
+    assert "correct horse" not in hashed and hashed.startswith(("scrypt:", "pbkdf2:"))
+
+
+def test_duplicate_email_in_any_case_is_refused(client, actions, sql):
+    actions.signup("Case@Example.com")
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    response = actions.signup("cASE@example.COM")
+    assert response.status_code == 400
+    assert "already exists" in response.get_data(as_text=True)
+    assert count_users(sql) == 1
+
+
+def test_login_logout_and_wrong_password(client, actions):
+    actions.signup("me@example.com")
+    assert client.post("/logout", data={"csrf_token": actions.token("/")}).status_code == 303
+    assert client.get("/assessments").status_code == 302  # signed out: sent to log in
+
+    wrong = actions.login("me@example.com", "not the password")
+    assert wrong.status_code == 400
+    assert "do not match" in wrong.get_data(as_text=True)
+    assert client.get("/assessments").status_code == 302
+
+    right = actions.login("ME@example.com")
+    assert right.status_code == 303
+    assert client.get("/assessments").status_code == 200
+
+
+def test_form_without_csrf_token_is_refused(client, sql):
+    response = client.post("/signup", data={"email": "a@example.com", "password": "long enough"})
+    assert response.status_code == 400
+    assert "form expired" in response.get_data(as_text=True)
+    assert count_users(sql) == 0
+
+
+@pytest.mark.parametrize(
+    "email, password, message",
+    [
+        ("", "long enough", "Enter your email"),
+        ("not-an-email", "long enough", "Invalid email"),
+        ("a@example.com", "", "Choose a password"),
+        ("a@example.com", "short", "8 to 128"),
+        ("x" * 10_000 + "@example.com", "long enough", "Field cannot be longer"),
+        ("a@example.com", "p" * 10_000, "8 to 128"),
+    ],
+)
+def test_bad_signup_input_gets_400_and_writes_nothing(client, sql, email, password, message):
+    token = csrf_token(client.get("/signup").get_data(as_text=True))
+    response = client.post(
+        "/signup", data={"email": email, "password": password, "csrf_token": token}
+    )
+    assert response.status_code == 400
+    assert message in response.get_data(as_text=True)
+    assert count_users(sql) == 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"email": ["a@example.com", "b@example.com"]},
+        {"email": "\x00\x01", "password": "\x00" * 9},
+    ],
+)
+def test_odd_input_never_gives_500(client, data):
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    for path in ("/signup", "/login"):
+        response = client.post(path, data={**data, "csrf_token": token})
+        assert 400 <= response.status_code < 500
+
+
+def test_invalid_utf8_never_gives_500(client):
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    body = b"email=%ff%fe%40x.com&password=%c0%c0%c0%c0%c0%c0%c0%c0&csrf_token=" + token.encode()
+    for path in ("/signup", "/login"):
+        response = client.post(path, data=body, content_type="application/x-www-form-urlencoded")
+        assert response.status_code < 500  # decoded with replacement characters
+
+
+def test_oversized_body_is_refused(client):
+    response = client.post("/signup", data={"email": "a" * 100_000})
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize("path", ["/nope", "/assessments/not-a-uuid"])
+def test_error_pages_share_the_layout(client, actions, path):
+    actions.signup()
+    response = client.get(path)
+    assert response.status_code == 404
+    body = response.get_data(as_text=True)
+    assert "Hazard&nbsp;Points" in body and "Error 404" in body
+
+
+def test_healthz_reports_worker_and_database(client):
+    body = client.get("/healthz").get_json()
+    assert body["status"] == "ok" and body["db"] == "ok"
+    assert isinstance(body["pid"], int) and body["jobs_running"] == 0

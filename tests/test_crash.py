@@ -1,0 +1,187 @@
+"""kill -9 and SIGTERM against the real gunicorn: nobody loses a point or is lied to."""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import truncate
+from tests.live import FAST, Server, User
+
+pytestmark = pytest.mark.server
+
+LEASE = float(FAST["JOB_LEASE_SECONDS"])
+POLL = 0.2
+
+
+@pytest.fixture
+def live(database_url, tmp_path):
+    truncate(database_url)
+    servers = []
+
+    def start(**env):
+        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", **env)
+        servers.append(server.start())
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def ledger_check(database_url) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "flask"), "--app", "wsgi", "ledger-check"],
+        env={"DATABASE_URL": database_url, "SECRET_KEY": "x", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent,
+    )
+
+
+def poll_until_settled(user, job_id, timeout=LEASE * 10):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status, billing, settled, html = user.status(job_id)
+            if settled:
+                return status, billing, html
+        except requests.RequestException:
+            pass  # the worker is being replaced
+        assert time.monotonic() < deadline, "the job never settled"
+        time.sleep(POLL)
+
+
+def only_job(sql):
+    (job_id,) = sql("SELECT id FROM assessment_jobs")[0]
+    return job_id
+
+
+def assert_truthful(sql, job_id, billing, html):
+    consumes = sql(
+        "SELECT count(*) FROM point_ledger WHERE job_id = %(j)s AND kind = 'consume'", j=job_id
+    )[0][0]
+    refunds = sql(
+        "SELECT count(*) FROM point_ledger WHERE job_id = %(j)s AND kind = 'refund'", j=job_id
+    )[0][0]
+    assert refunds == consumes <= 1  # refunded if and only if charged, never twice
+    if consumes:
+        assert billing == "refunded" and "Your point was refunded." in html
+    else:
+        assert billing == "not_charged" and "No point was used." in html
+    # The job left pending/running within one lease (plus a poll and a worker restart)
+    # of its last sign of life, on the database clock.
+    (late,) = sql(
+        "SELECT finished_at - coalesce(heartbeat_at, started_at, created_at)"
+        " > make_interval(secs => %(s)s) FROM assessment_jobs WHERE id = %(j)s",
+        j=job_id,
+        s=LEASE + POLL + 3,
+    )[0]
+    assert not late
+    return consumes
+
+
+@pytest.mark.parametrize(
+    "point, charged",
+    [
+        ("after_insert", False),
+        ("after_running", False),
+        ("after_consume", True),
+        ("before_success", True),
+    ],
+)
+def test_worker_killed_in_the_job_path(live, sql, database_url, point, charged):
+    server = live(FAILPOINTS=f"{point}=kill")
+    user = User(server)
+    user.signup("crash@example.com")
+    first_worker = server.worker_pid()
+
+    try:
+        user.submit()
+    except requests.RequestException:
+        pass  # the worker may die before its answer is out; the job row is what counts
+    server.wait_ready(not_pid=first_worker)  # gunicorn started a new worker by itself
+    job_id = only_job(sql)
+
+    status, billing, html = poll_until_settled(user, job_id)
+
+    assert status == "failed"
+    assert assert_truthful(sql, job_id, billing, html) == int(charged)
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert ledger_check(database_url).returncode == 0
+
+    # The fix is deployed: the same user submits again and is charged once.
+    server.stop()
+    user.server = live()
+    again = user.submit()
+    assert again.status_code == 303
+    status, billing, _ = poll_until_settled(user, again.headers["Location"].rsplit("/", 1)[1])
+    assert (status, billing) == ("succeeded", "charged")
+    assert sql("SELECT point_balance FROM users") == [(2,)]
+    assert ledger_check(database_url).returncode == 0
+
+
+@pytest.mark.parametrize("point", ["after_reap", "before_refund"])
+def test_worker_killed_while_settling(live, sql, database_url, point):
+    server = live(FAILPOINTS=f"after_consume=kill,{point}=kill")
+    user = User(server)
+    user.signup("settle@example.com")
+    first_worker = server.worker_pid()
+    try:
+        user.submit()
+    except requests.RequestException:
+        pass
+    second_worker = server.wait_ready(not_pid=first_worker)
+    job_id = only_job(sql)
+
+    # Polls until one reaps the job and dies between the reap and the refund.
+    deadline = time.monotonic() + LEASE * 10
+    while sql("SELECT status FROM assessment_jobs")[0][0] != "failed":
+        assert time.monotonic() < deadline
+        try:
+            user.status(job_id)
+        except requests.RequestException:
+            pass
+        time.sleep(POLL)
+    server.wait_ready(not_pid=second_worker)
+    assert sql("SELECT finalized_at IS NULL FROM assessment_jobs") == [(True,)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(0,)]
+
+    if point == "before_refund":  # it would die again at every try: deploy the fix
+        server.stop()
+        user.server = live()
+    status, billing, html = poll_until_settled(user, job_id)
+    assert status == "failed"
+    assert assert_truthful(sql, job_id, billing, html) == 1
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert ledger_check(database_url).returncode == 0
+
+
+def test_sigterm_settles_a_running_job_before_the_worker_exits(live, sql, database_url):
+    # A lease far longer than the test: only the shutdown hook can settle the job.
+    server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600")
+    user = User(server)
+    user.signup("deploy@example.com")
+    assert user.submit().status_code == 303
+    deadline = time.monotonic() + 10
+    while not sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    server.stop(signal.SIGTERM)
+
+    assert server.proc.returncode == 0
+    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
+        ("failed", "INTERRUPTED", True)
+    ]
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
+        ("consume",),
+        ("refund",),
+    ]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert ledger_check(database_url).returncode == 0

@@ -1,0 +1,305 @@
+"""The core loop in-process: submit, run on a real thread, poll the fragment."""
+
+import re
+import threading
+import time
+import uuid
+
+import pytest
+
+from app import billing
+from tests.conftest import Actions, csrf_token, job_id_from
+
+
+def poll_until(client, job_id, predicate, timeout=15.0):
+    """Poll the status fragment until predicate(html) holds; return the last html."""
+    deadline = time.monotonic() + timeout
+    while True:
+        html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+        if predicate(html) or time.monotonic() > deadline:
+            return html
+        time.sleep(0.05)
+
+
+def attr(html, name):
+    match = re.search(rf'{name}="([^"]*)"', html)
+    return match.group(1) if match else None
+
+
+def settled(html):
+    return "hx-trigger" not in html
+
+
+def clients_sharing_session(app, client, n):
+    """Make n test clients signed in as the same user (one browser, many tabs)."""
+    cookie = client.get_cookie("session")
+    clients = []
+    for _ in range(n):
+        other = app.test_client()
+        other.set_cookie("session", cookie.value)
+        clients.append(other)
+    return clients
+
+
+def test_submit_runs_the_job_and_charges_one_point(client, actions, sql):
+    actions.signup("a@example.com")
+    job_id = job_id_from(actions.submit("札幌市"))
+    html = poll_until(client, job_id, settled)
+    assert attr(html, "data-status") == "succeeded"
+    assert attr(html, "data-billing") == "charged"
+    assert sql("SELECT point_balance FROM users") == [(2,)]
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "Sapporo" in page and 'id="report"' in page
+
+
+def test_twenty_concurrent_submits_make_one_job(make_app, sql):
+    app = make_app(ASSESSMENT_WORK_SECONDS=1.5)
+    first = app.test_client()
+    actions = Actions(first)
+    actions.signup("double@example.com")
+    token = actions.token("/assessments/new")
+    tabs = clients_sharing_session(app, first, 20)
+    barrier = threading.Barrier(20)
+    codes = []
+
+    def submit(tab):
+        barrier.wait()
+        codes.append(Actions(tab).submit("Sapporo", token=token).status_code)
+
+    threads = [threading.Thread(target=submit, args=(tab,)) for tab in tabs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+
+    assert sorted(codes) == [303] + [409] * 19
+    assert app.extensions["runner"].wait(15)
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(1,)]
+    assert sql("SELECT point_balance FROM users") == [(2,)]
+
+
+def test_a_409_links_to_the_running_job(make_app):
+    app = make_app(ASSESSMENT_WORK_SECONDS=2)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    second = actions.submit("Osaka")
+    assert second.status_code == 409
+    body = second.get_data(as_text=True)
+    assert "already running" in body and f"/assessments/{job_id}" in body
+
+
+def test_user_can_submit_again_once_the_job_is_terminal(client, actions, app, sql):
+    actions.signup()
+    first = job_id_from(actions.submit())
+    assert app.extensions["runner"].wait(10)
+    second = job_id_from(actions.submit("Osaka"))
+    assert second != first
+    assert app.extensions["runner"].wait(10)
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(2,)]
+
+
+def test_busy_runner_answers_503_and_writes_nothing(make_app, sql):
+    app = make_app(MAX_CONCURRENT_JOBS=1, ASSESSMENT_WORK_SECONDS=2)
+    alice, bob = Actions(app.test_client()), Actions(app.test_client())
+    alice.signup()
+    bob.signup()
+    job_id_from(alice.submit())
+    before = sql("SELECT count(*) FROM assessment_jobs"), sql("SELECT count(*) FROM point_ledger")
+
+    busy = bob.submit()
+
+    assert busy.status_code == 503
+    assert int(busy.headers["Retry-After"]) > 0
+    assert "Nothing was charged" in busy.get_data(as_text=True)
+    after = sql("SELECT count(*) FROM assessment_jobs"), sql("SELECT count(*) FROM point_ledger")
+    assert after == before
+
+
+def test_not_enough_points_is_402_and_writes_nothing(client, actions, sql):
+    actions.signup()
+    sql("UPDATE users SET point_balance = 0")  # tampered only to reach the state
+    sql("DELETE FROM point_ledger")
+    response = actions.submit()
+    assert response.status_code == 402
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+
+
+def test_a_job_whose_work_raises_is_refunded_once(make_app, sql):
+    app = make_app(FAILPOINTS="before_success=raise")
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    html = poll_until(client, job_id, settled)
+    assert attr(html, "data-status") == "failed"
+    assert attr(html, "data-billing") == "refunded"
+    assert "Your point was refunded." in html
+    assert sql("SELECT kind FROM point_ledger WHERE job_id = %(j)s ORDER BY id", j=job_id) == [
+        ("consume",),
+        ("refund",),
+    ]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_a_job_reaped_while_finishing_is_not_overwritten(make_app, sql):
+    app = make_app(FAILPOINTS="before_success=sleep:1")
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    deadline = time.monotonic() + 10
+    while sql("SELECT status FROM assessment_jobs")[0][0] != "running" or not sql(
+        "SELECT 1 FROM point_ledger WHERE kind = 'consume'"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    # The reaper's conditional UPDATE, run while the work sleeps before recording success.
+    reaped = sql(
+        "UPDATE assessment_jobs SET status = 'failed', error_code = 'INTERRUPTED',"
+        " finished_at = now() WHERE id = %(j)s AND status IN ('pending', 'running')",
+        j=job_id,
+    )
+    assert reaped == 1
+    assert app.extensions["runner"].wait(10)
+
+    html = poll_until(client, job_id, settled)  # the poll finalizes the reaped job
+    assert attr(html, "data-status") == "failed"
+    assert attr(html, "data-billing") == "refunded"
+    assert sql("SELECT status, result FROM assessment_jobs") == [("failed", None)]
+    kinds = sql("SELECT kind FROM point_ledger WHERE job_id = %(j)s ORDER BY id", j=job_id)
+    assert kinds == [("consume",), ("refund",)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "status, finalized, charged, refunded, support, expected",
+    [
+        ("pending", False, False, False, False, "pending"),
+        ("running", False, False, False, False, "pending"),
+        ("running", False, True, False, False, "charged"),
+        ("succeeded", False, True, False, False, "charged"),
+        ("failed", False, True, False, False, "pending"),
+        ("failed", False, False, False, False, "pending"),
+        ("failed", True, True, True, False, "refunded"),
+        ("failed", True, False, False, False, "not_charged"),
+        ("failed", False, True, False, True, "support"),
+        ("failed", True, True, False, False, "charged"),  # support decided: no refund due
+    ],
+)
+def test_billing_follows_the_ledger(status, finalized, charged, refunded, support, expected):
+    assert billing.billing_state(status, finalized, charged, refunded, support) == expected
+
+
+def insert_job(sql, user_id, status="pending"):
+    return sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, started_at, heartbeat_at)"
+        " VALUES (%(u)s, 'x', 'en', %(s)s, now(), now()) RETURNING id",
+        u=user_id,
+        s=status,
+    )[0][0]
+
+
+def fragment(client, job_id):
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    return attr(html, "data-status"), attr(html, "data-billing"), "hx-trigger" in html, html
+
+
+def test_fragment_attributes_in_every_state(client, actions, sql):
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    job = insert_job(sql, user_id, "running")
+    assert fragment(client, job)[:3] == ("running", "pending", True)
+
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, job_id)"
+        " VALUES (%(u)s, 'consume', -1, %(j)s)",
+        u=user_id,
+        j=job,
+    )
+    status, bill, polling, html = fragment(client, job)
+    assert (status, bill, polling) == ("running", "charged", True)
+    assert 'hx-swap="outerHTML"' in html and 'aria-live="polite"' in html
+
+    sql("UPDATE assessment_jobs SET status = 'succeeded', finished_at = now()")
+    status, bill, polling, html = fragment(client, job)
+    assert (status, bill, polling) == ("succeeded", "charged", False)
+    assert "hx-get" not in html
+
+    other = insert_job(sql, user_id, "running")
+    sql(
+        "UPDATE assessment_jobs SET status = 'failed', finished_at = now() WHERE id = %(j)s",
+        j=other,
+    )
+    status, bill, polling, html = fragment(client, other)  # the poll finalizes it
+    assert (status, bill, polling) == ("failed", "not_charged", False)
+    assert "No point was used." in html
+
+
+def test_fresh_pending_job_polls(client, actions, sql):
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    job_id = insert_job(sql, user_id, "pending")
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("pending", "pending")
+    assert "hx-trigger" in html
+
+
+@pytest.mark.parametrize(
+    "query, lang, message",
+    [
+        ("", "en", "Type a place"),
+        ("   ", "en", "Type a place"),
+        ("x" * 10_000, "en", "under 200 characters"),
+        ("札幌市", "fr", "Not a valid choice"),
+    ],
+)
+def test_bad_submit_input_is_400_and_writes_nothing(client, actions, sql, query, lang, message):
+    actions.signup()
+    response = actions.submit(query, lang)
+    assert response.status_code == 400
+    assert message in response.get_data(as_text=True)
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind <> 'grant'") == [(0,)]
+
+
+def test_submit_without_csrf_is_400(client, actions, sql):
+    actions.signup()
+    response = client.post("/assessments", data={"query": "札幌市", "lang": "en"})
+    assert response.status_code == 400
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+
+
+def test_malformed_and_foreign_job_ids_are_404(make_app, sql):
+    app = make_app()
+    owner, other = Actions(app.test_client()), Actions(app.test_client())
+    owner.signup()
+    other.signup()
+    job_id = job_id_from(owner.submit())
+    for path in (f"/assessments/{job_id}", f"/assessments/{job_id}/status"):
+        assert other.client.get(path).status_code == 404
+    for raw in ("nope", "1", str(uuid.uuid4()), "%00", "x" * 5000):
+        assert other.client.get(f"/assessments/{raw}/status").status_code == 404
+    assert owner.client.get(f"/assessments/{job_id}").status_code == 200
+
+
+def test_history_lists_jobs_with_billing(client, actions, app):
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    assert app.extensions["runner"].wait(10)
+    page = client.get("/assessments").get_data(as_text=True)
+    assert f"/assessments/{job_id}" in page and "1 point" in page
+
+
+def test_job_page_has_noscript_refresh_while_running(make_app):
+    app = make_app(ASSESSMENT_WORK_SECONDS=2)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert '<noscript><meta http-equiv="refresh"' in page
+    assert csrf_token(page)

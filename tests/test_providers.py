@@ -1,0 +1,176 @@
+"""Layer providers: the deterministic demo and the HTTP client, against a real local server."""
+
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from app.assessment.providers import (
+    DATASETS,
+    DEMO_CALLS_PER_JOB,
+    DemoProvider,
+    HttpProvider,
+    ProviderError,
+    make_provider,
+)
+
+
+class Upstream:
+    """A real HTTP server on 127.0.0.1 whose answer each test chooses."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self.status = 200
+        self.body: bytes | None = None  # None: the demo numbers for the path
+        self.delay = 0.0
+        self.url = ""
+
+    def answer(self, path: str) -> tuple[int, bytes]:
+        if self.body is not None:
+            return self.status, self.body
+        dataset, key = path.lstrip("/").split("/", 1)
+        return self.status, json.dumps(DemoProvider().fetch(dataset, key)).encode()
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    state = Upstream()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            state.hits[self.path] += 1
+            time.sleep(state.delay)
+            status, body = state.answer(self.path)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_demo_is_deterministic_and_within_range() -> None:
+    demo = DemoProvider()
+    for dataset, spec in DATASETS.items():
+        first = demo.fetch(dataset, "12/3638/1612")
+        assert first == DemoProvider().fetch(dataset, "12/3638/1612")
+        assert set(first) == set(spec.fields)
+        for field, (low, high) in spec.fields.items():
+            assert low <= first[field] <= high
+    assert demo.fetch("ground", "011002") != demo.fetch("ground", "131016")
+
+
+def test_the_demo_refuses_an_unknown_dataset() -> None:
+    with pytest.raises(ProviderError, match='"volcano"'):
+        DemoProvider().fetch("volcano", "011002")
+
+
+def test_the_demo_sleeps_its_share_of_the_work() -> None:
+    demo = make_provider({"ASSESSMENT_WORK_SECONDS": 0.1 * DEMO_CALLS_PER_JOB})
+    started = time.monotonic()
+    demo.fetch("faults", "011002")
+    assert 0.09 <= time.monotonic() - started < 0.5
+    assert make_provider({"ASSESSMENT_WORK_SECONDS": 0}).delay_seconds == 0
+
+
+@pytest.mark.parametrize(
+    ("config", "kind", "is_demo"),
+    [
+        ({}, DemoProvider, True),
+        ({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": "5"}, DemoProvider, True),
+        ({"LAYER_PROVIDER": "HTTP", "LAYER_HTTP_BASE_URL": "http://x/"}, HttpProvider, False),
+    ],
+)
+def test_make_provider_reads_the_config(config: dict, kind: type, is_demo: bool) -> None:
+    provider = make_provider(config)
+    assert isinstance(provider, kind)
+    assert provider.is_demo is is_demo
+    assert provider.name == ("demo" if is_demo else "http")
+
+
+def test_make_provider_reads_the_http_timeout() -> None:
+    config = {"LAYER_PROVIDER": "http", "LAYER_HTTP_BASE_URL": "http://x"}
+    assert make_provider(config).timeout == 10
+    assert make_provider({**config, "LAYER_HTTP_TIMEOUT_SECONDS": 0.5}).timeout == 0.5
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"LAYER_PROVIDER": "magic"},
+        {"LAYER_PROVIDER": "http"},
+        {
+            "LAYER_PROVIDER": "http",
+            "LAYER_HTTP_BASE_URL": "http://x",
+            "LAYER_HTTP_TIMEOUT_SECONDS": -1,
+        },
+        {"ASSESSMENT_WORK_SECONDS": -1},
+    ],
+)
+def test_make_provider_refuses_a_bad_config(config: dict) -> None:
+    with pytest.raises(ValueError):
+        make_provider(config)
+
+
+def test_http_fetches_the_dataset_at_its_path(upstream: Upstream) -> None:
+    provider = HttpProvider(upstream.url + "/", timeout=2)
+    assert provider.fetch("elevation", "12/3638/1612") == DemoProvider().fetch(
+        "elevation", "12/3638/1612"
+    )
+    assert upstream.hits == {"/elevation/12/3638/1612": 1}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "reason"),
+    [
+        (500, b"{}", "the server answered HTTP 500"),
+        (404, b"{}", "the server answered HTTP 404"),
+        (200, b"<html>oops</html>", "the answer is not valid JSON"),
+        (200, b"\xff\xfe", "the answer is not valid JSON"),
+        (200, b"[1, 2]", "the answer is not a JSON object"),
+        (200, b'{"shaking_prob_30y": "high"}', 'the answer lacks the number "shaking_prob_30y"'),
+        (200, b'{"shaking_prob_30y": true}', 'the answer lacks the number "shaking_prob_30y"'),
+    ],
+)
+def test_http_failures_name_the_dataset_and_the_reason(
+    upstream: Upstream, status: int, body: bytes, reason: str
+) -> None:
+    upstream.status, upstream.body = status, body
+    with pytest.raises(ProviderError) as info:
+        HttpProvider(upstream.url, timeout=2).fetch("faults", "011002")
+    assert (info.value.dataset, info.value.key, info.value.reason) == ("faults", "011002", reason)
+    assert str(info.value) == f'hazard dataset "faults" for 011002: {reason}'
+
+
+def test_http_gives_up_after_the_timeout(upstream: Upstream) -> None:
+    upstream.delay = 0.6
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match=r"no answer within 0\.2 s"):
+        HttpProvider(upstream.url, timeout=0.2).fetch("faults", "011002")
+    assert time.monotonic() - started < 0.5
+
+
+def test_http_reports_an_unreachable_server() -> None:
+    with socket.socket() as sock:  # a port nobody listens on once it is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ProviderError, match="unreachable"):
+        HttpProvider(f"http://127.0.0.1:{port}", timeout=1).fetch("faults", "011002")

@@ -1,0 +1,191 @@
+"""The poll-triggered reaper and the ledger-driven finalizer, under real concurrency."""
+
+import logging
+import threading
+
+from app import failpoints
+from tests.conftest import Actions, job_id_from
+from tests.test_jobs import attr, clients_sharing_session, poll_until, settled
+
+
+def stale_charged_job(actions, sql):
+    """Make the signed-in user a running, charged job whose worker vanished an hour ago."""
+    user_id = sql("SELECT id FROM users")[0][0]
+    job_id = sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, created_at,"
+        " started_at, heartbeat_at) VALUES (%(u)s, 'x', 'en', 'running',"
+        " now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')"
+        " RETURNING id",
+        u=user_id,
+    )[0][0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
+        " VALUES (%(u)s, 'consume', -1, %(j)s, 'test')",
+        u=user_id,
+        j=job_id,
+    )
+    sql("UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s", u=user_id)
+    return job_id
+
+
+def test_fifty_concurrent_polls_reap_and_refund_once(app, client, actions, sql, caplog):
+    actions.signup()
+    job_id = stale_charged_job(actions, sql)
+    tabs = clients_sharing_session(app, client, 50)
+    barrier = threading.Barrier(50)
+    seen = []
+
+    def poll(tab):
+        barrier.wait()
+        html = tab.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+        seen.append((attr(html, "data-status"), attr(html, "data-billing")))
+
+    caplog.set_level(logging.WARNING, logger="app.jobs")
+    threads = [threading.Thread(target=poll, args=(tab,)) for tab in tabs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+    assert len(seen) == 50
+    assert len([r for r in caplog.records if r.getMessage().startswith("reaped stale job")]) == 1
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(1,)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    # Every answer told the truth of its moment: never "refunded" before the refund.
+    assert set(seen) <= {("failed", "pending"), ("failed", "refunded")}
+    assert ("failed", "refunded") in seen
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_failed_ledger_lookup_routes_to_support_once(make_app, sql, caplog):
+    app = make_app()
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup("victim@example.com")
+    job_id = stale_charged_job(actions, sql)
+    failpoints.configure("consume_lookup=raise")
+    caplog.set_level(logging.ERROR, logger="app.incidents")
+
+    first = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert (attr(first, "data-status"), attr(first, "data-billing")) == ("failed", "pending")
+    assert "Checking your points…" in first  # the reaping poll answers before the lookup
+    for _ in range(5):
+        html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+        assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "support")
+        assert "please contact support about your points" in html
+        assert "hx-trigger" in html  # later polls retry the lookup
+
+    assert sql("SELECT severity, scope, code FROM incidents") == [
+        ("critical", "payment", "REAP_CONSUME_LOOKUP_FAILED")
+    ]
+    assert len([r for r in caplog.records if "REAP_CONSUME_LOOKUP_FAILED" in r.getMessage()]) == 1
+    assert sql("SELECT finalized_at FROM assessment_jobs") == [(None,)]
+
+    # The database recovers; support refunds through the console.
+    failpoints.configure("")
+    staff = Actions(app.test_client())
+    staff.signup("staff@example.com")
+    sql("UPDATE users SET role = 'support' WHERE email = 'staff@example.com'")
+    assert client.get("/support").status_code == 403
+    console = staff.client.get("/support").get_data(as_text=True)
+    assert "victim@example.com" in console and "REAP_CONSUME_LOOKUP_FAILED" in console
+    incident_id = sql("SELECT id FROM incidents")[0][0]
+    done = staff.client.post(
+        f"/support/incidents/{incident_id}/refund",
+        data={"reason": "ledger was unreachable", "csrf_token": staff.token("/support")},
+    )
+    assert done.status_code == 303
+
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    assert "hx-trigger" not in html
+    assert sql("SELECT point_balance FROM users WHERE email = 'victim@example.com'") == [(3,)]
+    resolved = sql("SELECT resolved_by IS NOT NULL, resolution FROM incidents")
+    assert resolved == [(True, "refund: ledger was unreachable")]
+    # A second click changes nothing.
+    staff.client.post(
+        f"/support/incidents/{incident_id}/refund",
+        data={"reason": "again", "csrf_token": staff.token("/support")},
+    )
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(1,)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_support_no_refund_due_settles_as_charged(make_app, sql):
+    app = make_app()
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup("user@example.com")
+    job_id = stale_charged_job(actions, sql)
+    failpoints.configure("consume_lookup=raise")
+    client.get(f"/assessments/{job_id}/status")  # reaps
+    client.get(f"/assessments/{job_id}/status")  # finalize fails: routed to support
+    failpoints.configure("")
+    staff = Actions(app.test_client())
+    staff.signup("staff@example.com")
+    sql("UPDATE users SET role = 'support' WHERE email = 'staff@example.com'")
+    incident_id = sql("SELECT id FROM incidents")[0][0]
+    empty = staff.client.post(
+        f"/support/incidents/{incident_id}/no-refund",
+        data={"reason": "  ", "csrf_token": staff.token("/support")},
+    )
+    assert empty.status_code == 303
+    assert sql("SELECT resolved_at FROM incidents") == [(None,)]  # a reason is required
+    staff.client.post(
+        f"/support/incidents/{incident_id}/no-refund",
+        data={"reason": "report was delivered by email", "csrf_token": staff.token("/support")},
+    )
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "charged")
+    assert "report was delivered by email" in html and "hx-trigger" not in html
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_slow_job_with_fresh_heartbeat_is_never_reaped(make_app, sql):
+    # The work runs for twice the lease; the heartbeat keeps it alive through every poll.
+    app = make_app(ASSESSMENT_WORK_SECONDS=4, JOB_LEASE_SECONDS=1.5, JOB_HEARTBEAT_SECONDS=0.3)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    seen = set()
+    html = poll_until(
+        client, job_id, lambda h: seen.add(attr(h, "data-status")) or settled(h), timeout=30
+    )
+    assert attr(html, "data-status") == "succeeded"
+    assert "failed" not in seen and "running" in seen
+
+
+def test_job_past_the_hard_deadline_is_reaped_despite_heartbeat(make_app, sql):
+    app = make_app(ASSESSMENT_WORK_SECONDS=6, JOB_MAX_RUNTIME_SECONDS=1, JOB_HEARTBEAT_SECONDS=0.2)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    html = poll_until(client, job_id, settled, timeout=20)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    assert app.extensions["runner"].wait(10)  # the thread was told to stop
+    assert sql("SELECT status, result FROM assessment_jobs") == [("failed", None)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_history_page_reaps_the_users_orphans(client, actions, sql):
+    actions.signup()
+    stale_charged_job(actions, sql)
+    page = client.get("/assessments").get_data(as_text=True)
+    assert "Refunded" in page
+    assert sql("SELECT status, finalized_at IS NOT NULL FROM assessment_jobs") == [("failed", True)]
+
+
+def test_reaping_poll_says_checking_then_settles_after_its_response(client, actions, sql):
+    actions.signup()
+    job_id = stale_charged_job(actions, sql)
+    response = client.get(f"/assessments/{job_id}/status")
+    html = response.get_data(as_text=True)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "pending")
+    assert "hx-trigger" in html  # keeps polling until the money question is settled
+    assert sql("SELECT finalized_at IS NULL FROM assessment_jobs") == [(True,)]
+    response.close()  # the server is done sending it
+    # The finalizer ran once the response was closed, before any further poll.
+    assert sql("SELECT finalized_at IS NOT NULL FROM assessment_jobs") == [(True,)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(1,)]

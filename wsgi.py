@@ -1,0 +1,5 @@
+"""The WSGI entry point gunicorn serves."""
+
+from app import create_app
+
+app = create_app()
