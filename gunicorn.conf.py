@@ -1,6 +1,7 @@
 """gunicorn settings: one gthread worker; the master prepares the database first."""
 
 import os
+import sys
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
 workers = 1  # jobs live in this one process; more workers would need a shared runner
@@ -17,15 +18,32 @@ def on_starting(server):
     from flask_migrate import upgrade
 
     from app import create_app, embedded
+    from app.extensions import db
 
     embedded.database_url()  # exported to the worker through the environment
     app = create_app()
     with app.app_context():
         upgrade()
+        db.engine.dispose()  # the forked worker must not inherit the master's connections
+    # Build the place index once here: every worker forked later shares it, so a
+    # restarted worker answers at once instead of after a second of indexing.
+    from app.assessment.gazetteer import gazetteer
+
+    gazetteer()
 
 
 def worker_exit(server, worker):
-    """Fail and settle the jobs of a stopping worker before it exits."""
+    """Fail and settle the jobs of a stopping worker, then end it without waiting on them."""
+    if worker.pid != os.getpid():  # the master also calls this for a worker already gone
+        return
     app = getattr(worker, "wsgi", None)
-    if app is not None and "runner" in getattr(app, "extensions", {}):
-        app.extensions["runner"].shutdown()
+    if app is None or "runner" not in getattr(app, "extensions", {}):
+        return
+    app.extensions["runner"].shutdown()
+    # gunicorn has drained the in-flight requests and every job is settled in the
+    # database. What is left are the abandoned jobs' threads (a layer fetch may sleep for
+    # minutes), which the interpreter would join until gunicorn's graceful timeout ends in
+    # SIGKILL. Nothing in them matters any more: leave now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
