@@ -1,12 +1,7 @@
 """Layer providers: the deterministic demo and the HTTP client, against a real local server."""
 
-import json
 import socket
-import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -18,53 +13,7 @@ from app.assessment.providers import (
     ProviderError,
     make_provider,
 )
-
-
-class Upstream:
-    """A real HTTP server on 127.0.0.1 whose answer each test chooses."""
-
-    def __init__(self) -> None:
-        self.hits: Counter[str] = Counter()
-        self.status = 200
-        self.body: bytes | None = None  # None: the demo numbers for the path
-        self.delay = 0.0
-        self.url = ""
-
-    def answer(self, path: str) -> tuple[int, bytes]:
-        if self.body is not None:
-            return self.status, self.body
-        dataset, key = path.lstrip("/").split("/", 1)
-        return self.status, json.dumps(DemoProvider().fetch(dataset, key)).encode()
-
-
-@pytest.fixture
-def upstream() -> Iterator[Upstream]:
-    state = Upstream()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            state.hits[self.path] += 1
-            time.sleep(state.delay)
-            status, body = state.answer(self.path)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up waiting
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
+from tests.conftest import Upstream
 
 
 def test_the_demo_is_deterministic_and_within_range() -> None:

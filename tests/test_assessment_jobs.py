@@ -1,0 +1,179 @@
+"""The real assessment inside the job: places at submit, providers, progress, report, cleanup."""
+
+import threading
+import time
+from datetime import timedelta
+
+from app import housekeeping
+from app.assessment import resolve_place
+from app.assessment.providers import DATASETS
+from app.assessment.work import keys_for
+from app.extensions import db
+from tests.conftest import Actions, Upstream, job_id_from
+from tests.test_jobs import attr, poll_until, settled
+
+
+def nothing_written(sql):
+    return sql("SELECT count(*) FROM assessment_jobs") == [(0,)] and sql(
+        "SELECT count(*) FROM point_ledger WHERE kind <> 'grant'"
+    ) == [(0,)]
+
+
+def test_http_provider_job_hits_each_upstream_key_once(make_app, upstream: Upstream, sql):
+    app = make_app(LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit("Sapporo"))
+    html = poll_until(client, job_id, settled)
+    assert attr(html, "data-status") == "succeeded"
+    # Five layers ask for the same tiles and codes at once; the single-flight cache
+    # sends each key upstream once.
+    area = resolve_place("Sapporo")
+    expected = {f"/{ds}/{key}" for ds in DATASETS for key in keys_for(area, ds)}
+    assert set(upstream.hits) == expected
+    assert set(upstream.hits.values()) == {1}
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "demonstration data" not in page and "<svg" in page
+
+
+def test_upstream_error_fails_the_job_honestly(make_app, upstream: Upstream, sql):
+    upstream.status, upstream.body = 500, b"{}"
+    app = make_app(LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit("Sapporo"))
+    html = poll_until(client, job_id, settled)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    assert "HTTP 500" in html and "Your point was refunded." in html
+    assert sql("SELECT error_code FROM assessment_jobs") == [("PROVIDER_ERROR",)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_upstream_timeout_fails_the_job_honestly(make_app, upstream: Upstream, sql):
+    upstream.delay = 1.0
+    app = make_app(
+        LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url, LAYER_HTTP_TIMEOUT_SECONDS=0.2
+    )
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit("Sapporo"))
+    html = poll_until(client, job_id, settled)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    assert "no answer within" in html
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+
+
+def test_ambiguous_place_offers_choices_and_writes_nothing(client, actions, sql):
+    actions.signup()
+    response = actions.submit("府中市")
+    body = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert "Which one do you mean?" in body
+    assert 'value="132063"' in body and 'value="342084"' in body  # Tokyo and Hiroshima
+    assert nothing_written(sql)
+    chosen = actions.submit("342084")  # the choice button posts the code
+    assert chosen.status_code == 303
+
+
+def test_unknown_place_suggests_and_writes_nothing(client, actions, sql):
+    actions.signup()
+    response = actions.submit("Sapporro")
+    body = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert "Did you mean" in body and "Sapporo" in body
+    assert nothing_written(sql)
+
+
+def test_address_resolves_and_report_names_the_place(client, actions, app):
+    actions.signup()
+    job_id = job_id_from(actions.submit("北海道札幌市中央区北1条西2丁目", "ja"))
+    assert app.extensions["runner"].wait(10)
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "札幌市中央区" in page and "<svg" in page
+    assert "デモ用のデータ" in page  # a demo report says so, in the report's language
+
+
+def test_progress_names_the_step(make_app):
+    app = make_app(ASSESSMENT_WORK_SECONDS=2)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    steps, progress = set(), []
+
+    def record(html):
+        if attr(html, "data-status") == "running":
+            steps.add(html.split('class="step">', 1)[1].split("<", 1)[0])
+            progress.append(int(attr(html, "value")))
+        return settled(html)
+
+    poll_until(client, job_id, record)
+    assert any(step.startswith("Fetched layer") and "of 5" in step for step in steps)
+    assert progress == sorted(progress) and progress[-1] > progress[0]
+
+
+def test_the_succeeded_fragment_brings_the_report_out_of_band(client, actions, app):
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    assert app.extensions["runner"].wait(10)
+    html = client.get(f"/assessments/{job_id}/status", headers={"HX-Request": "true"}).get_data(
+        as_text=True
+    )
+    assert 'id="report" hx-swap-oob="true"' in html and "<svg" in html
+
+
+def finished_job(sql, user_id, age_days):
+    return sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, created_at, finished_at,"
+        " message, result) VALUES (%(u)s, 'x', 'en', 'succeeded', now() - %(age)s,"
+        " now() - %(age)s, 'Your report is ready.', '{\"score\": 1}') RETURNING id",
+        u=user_id,
+        age=timedelta(days=age_days),
+    )[0][0]
+
+
+def test_concurrent_cleanup_triggers_purge_once(app, actions, sql):
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    old, recent = finished_job(sql, user_id, 40), finished_job(sql, user_id, 5)
+    ledger_before = sql("SELECT * FROM point_ledger ORDER BY id")
+    barrier = threading.Barrier(20)
+    results = []
+
+    def run():
+        with app.app_context():
+            barrier.wait()
+            results.append(housekeeping.purge_if_due(600, 30))
+            db.session.remove()
+
+    threads = [threading.Thread(target=run) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+
+    assert sorted(results, key=str) == [1] + [None] * 19
+    rows = dict(sql("SELECT id, result IS NULL FROM assessment_jobs"))
+    assert rows == {old: True, recent: False}
+    assert sql("SELECT status, message FROM assessment_jobs WHERE id = %(j)s", j=old) == [
+        ("succeeded", "Your report is ready.")
+    ]
+    assert sql("SELECT * FROM point_ledger ORDER BY id") == ledger_before
+    assert housekeeping.Throttle().ready(600)  # a fresh process may try at once
+
+
+def test_status_handler_starts_cleanup_and_the_page_explains(client, actions, sql):
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    old = finished_job(sql, user_id, 40)
+    client.get(f"/assessments/{old}/status")
+    deadline = time.monotonic() + 10
+    while sql("SELECT result IS NULL FROM assessment_jobs") != [(True,)]:
+        assert time.monotonic() < deadline, "the fire-and-forget purge never ran"
+        time.sleep(0.05)
+    page = client.get(f"/assessments/{old}").get_data(as_text=True)
+    assert "This report was removed after 30 days" in page
