@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench lint clean
+.PHONY: run test chromium bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,20 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Browser tests drive Debian's chromium (never Playwright's own download), with a Japanese
+# font so reports render in screenshots. As root they are installed when missing;
+# otherwise the browser tests skip and say how to install them.
+JA_FONT := /usr/share/fonts/opentype/ipafont-gothic/ipag.ttf
+chromium:
+	@if { [ ! -x /usr/bin/chromium ] || [ ! -e $(JA_FONT) ]; } && [ "$$(id -u)" = 0 ] \
+		&& command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium and a Japanese font for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq chromium fonts-ipafont-gothic >/dev/null; \
+	fi
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check app tests bench

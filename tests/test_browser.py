@@ -1,0 +1,250 @@
+"""End to end in Debian's Chromium: what a user sees, with the fragment refreshing itself."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import truncate
+from tests.live import Server
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = Path(os.environ.get("SCREENSHOT_DIR", Path(__file__).parent.parent / "test-artifacts"))
+PHONE = {"width": 390, "height": 844}
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(
+        "Debian's chromium is not installed: `apt-get install -y chromium` (make test does it"
+        " when run as root). Playwright's own browser download is never used.",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    }
+
+
+@pytest.fixture
+def live(database_url, tmp_path):
+    truncate(database_url)
+    servers = []
+
+    def start(**env):
+        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", **env)
+        servers.append(server.start())
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def shot(page, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / f"{name}.png", full_page=True)
+
+
+def sign_up(page, server, email):
+    page.goto(server.url + "/signup")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill("correct horse")
+    page.get_by_role("button", name="Sign up").click()
+    page.wait_for_url(server.url + "/")
+
+
+def submit(page, server, place):
+    page.goto(server.url + "/assessments/new")
+    page.get_by_label("Place").fill(place)
+    page.get_by_role("button", name=re.compile("Start assessment")).click()
+
+
+def balance(page, server):
+    page.goto(server.url + "/")
+    return int(page.locator("#balance").get_attribute("data-balance"))
+
+
+def status_of(page):
+    box = page.locator("#job-status")
+    return box.get_attribute("data-status"), box.get_attribute("data-billing")
+
+
+def test_a_job_from_submit_to_report_without_a_reload(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="4", POLL_INTERVAL_SECONDS="0.5")
+    sign_up(page, server, "ada@example.com")
+    assert page.locator("#balance").inner_text() == "3"
+    shot(page, "dashboard")
+
+    page.goto(server.url + "/assessments/new")
+    page.get_by_role("button", name=re.compile("Start assessment")).click()
+    assert page.locator(".field-error").first.inner_text().endswith(
+        "Type a place: a city, a municipality code or an address."
+    )
+    shot(page, "form-error")
+
+    polls = []
+    page.on("request", lambda r: polls.append(r.url) if r.url.endswith("/status") else None)
+    loads = []
+    page.on("load", lambda _: loads.append(1))
+    submit(page, server, "札幌市")
+    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    loads.clear()
+
+    page.wait_for_selector('#job-status[data-status="running"]')
+    first = int(page.locator("#job-status progress").get_attribute("value"))
+    page.wait_for_function(
+        f"Number(document.querySelector('#job-status progress')?.value) > {first}"
+    )
+    assert page.locator("#job-status .step").inner_text().startswith("Fetched layer")
+    shot(page, "job-running")
+
+    page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
+    assert status_of(page) == ("succeeded", "charged")
+    assert page.locator(".report").is_visible()  # arrived out of band with the last poll
+    assert "Sapporo" in page.locator(".report").inner_text()
+    assert loads == []  # all of it without a page load
+    shot(page, "report")
+
+    settled_at = len(polls)
+    page.wait_for_timeout(2_000)  # four poll intervals
+    assert len(polls) == settled_at, "the settled fragment kept polling"
+    assert balance(page, server) == 2
+
+
+def test_a_second_tab_is_told_about_the_running_job(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="20")
+    sign_up(page, server, "tabs@example.com")
+    submit(page, server, "Osaka")
+    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    job_url = page.url
+
+    second = page.context.new_page()
+    submit(second, server, "Kyoto")
+    alert = second.get_by_role("alert")
+    assert "An assessment is already running." in alert.inner_text()
+    second.get_by_role("link", name="See the assessment that is running").click()
+    assert second.url == job_url
+
+
+def test_a_killed_worker_shows_checking_then_refunded(page, live):
+    # The worker dies right after charging the point; the page finds out by itself.
+    server = live(
+        FAILPOINTS="after_running=sleep:0.5,after_consume=kill",
+        JOB_LEASE_SECONDS="2",
+        POLL_INTERVAL_SECONDS="0.4",
+    )
+    sign_up(page, server, "crash@example.com")
+    submit(page, server, "Sendai")
+    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+
+    page.wait_for_selector('#job-status[data-status="failed"][data-billing="pending"]')
+    assert "Checking your points…" in page.locator("#job-status").inner_text()
+    page.wait_for_selector('#job-status[data-billing="refunded"]')
+    assert "Your point was refunded." in page.locator("#job-status").inner_text()
+    shot(page, "job-refunded")
+    assert balance(page, server) == 3
+
+
+def test_another_users_job_is_the_404_page(browser, live):
+    server = live(ASSESSMENT_WORK_SECONDS="0")
+    owner, stranger = browser.new_page(), browser.new_page()
+    sign_up(owner, server, "owner@example.com")
+    submit(owner, server, "Nagoya")
+    owner.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    sign_up(stranger, server, "stranger@example.com")
+    response = stranger.goto(owner.url)
+    assert response.status == 404
+    assert "Not found" in stranger.locator("h1").inner_text()
+
+
+def tab_to(page, selector, limit=30):
+    """Press Tab until the element matching selector has the focus."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate(f"document.activeElement.matches({selector!r})"):
+            return
+    raise AssertionError(f"Tab never reached {selector}")
+
+
+def test_the_keyboard_alone_signs_up_and_submits(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="1")
+    page.goto(server.url + "/signup")
+    tab_to(page, "#email")
+    page.keyboard.type("keys@example.com")
+    tab_to(page, "#password")
+    page.keyboard.type("correct horse")
+    page.keyboard.press("Enter")
+    page.wait_for_url(server.url + "/")
+
+    tab_to(page, "a[href='/assessments/new']")
+    page.keyboard.press("Enter")
+    page.wait_for_url(server.url + "/assessments/new")
+    tab_to(page, "#query")
+    page.keyboard.type("Fukuoka")
+    tab_to(page, "#lang")
+    page.keyboard.press("ArrowDown")  # 日本語
+    tab_to(page, "button[type=submit]:not(.link)")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    region = page.locator("#job-status")
+    assert region.get_attribute("aria-live") == "polite"
+    assert region.get_attribute("role") == "status"
+    page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
+    assert page.locator(".report").get_attribute("lang") == "ja"
+
+
+def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
+    server = live(ASSESSMENT_WORK_SECONDS="0")
+    phone = browser.new_page(viewport=PHONE)
+    sign_up(phone, server, "phone@example.com")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot(phone, "dashboard-phone")
+
+    # A job whose ledger could not be read: routed to support.
+    user_id = sql("SELECT id FROM users")[0][0]
+    job_id = sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, finished_at, error_code,"
+        " message) VALUES (%(u)s, '札幌市', 'en', 'failed', now(), 'INTERRUPTED',"
+        " 'The assessment was interrupted before it finished.') RETURNING id",
+        u=user_id,
+    )[0][0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
+        " VALUES (%(u)s, 'consume', -1, %(j)s, 'area assessment')",
+        u=user_id,
+        j=job_id,
+    )
+    sql("UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s", u=user_id)
+    sql(
+        "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail) VALUES"
+        " ('payment', 'REAP_CONSUME_LOOKUP_FAILED', 'critical', %(j)s, %(u)s,"
+        " 'OperationalError: connection to the ledger timed out')",
+        j=job_id,
+        u=user_id,
+    )
+    staff = browser.new_page()
+    sign_up(staff, server, "staff@example.com")
+    sql("UPDATE users SET role = 'support' WHERE email = 'staff@example.com'")
+    staff.goto(server.url + "/support")
+    assert "phone@example.com" in staff.locator("main").inner_text()
+    shot(staff, "support-console")
+    staff.get_by_role("button", name="Refund the point").click()
+    staff.wait_for_url(server.url + "/support")
+    assert "resolved" in staff.locator(".flash").inner_text()
+    phone.goto(f"{server.url}/assessments/{job_id}")
+    assert phone.locator("#job-status").get_attribute("data-billing") == "refunded"
+    assert balance(phone, server) == 3
