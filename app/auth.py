@@ -1,6 +1,17 @@
 """Sign up, log in, log out."""
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from urllib.parse import urlsplit
+
+from flask import (
+    Blueprint,
+    current_app,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import login_required, login_user, logout_user
 
 from . import accounts
@@ -10,8 +21,18 @@ from .models import User
 
 bp = Blueprint("auth", __name__)
 
-login_manager.login_view = "auth.login"
-login_manager.login_message = "Log in to continue."
+
+@login_manager.unauthorized_handler
+def unauthorized():
+    """Send a signed-out browser to the login page, and back here afterwards."""
+    if request.headers.get("HX-Request"):
+        # A poll from a page whose session ended: move the whole page, not the fragment.
+        back = urlsplit(request.headers.get("HX-Current-URL", "")).path or "/"
+        response = make_response("", 401)
+        response.headers["HX-Redirect"] = url_for("auth.login", next=back)
+        return response
+    flash("Log in to continue.", "info")
+    return redirect(url_for("auth.login", next=request.path))
 
 
 @login_manager.user_loader

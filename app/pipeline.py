@@ -83,7 +83,9 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             progress=progress,
         )
         failpoints.hit("before_success")
-        if not jobs.succeed(job_id, result):
+        if jobs.succeed(job_id, result):
+            log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
+        else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
     except jobs.JobCancelled:
         log.info("job %s stopped: its row is no longer running", job_id)

@@ -112,3 +112,46 @@ def test_healthz_reports_worker_and_database(client):
     body = client.get("/healthz").get_json()
     assert body["status"] == "ok" and body["db"] == "ok"
     assert isinstance(body["pid"], int) and body["jobs_running"] == 0
+
+
+def test_signed_out_pages_send_to_login_and_back(client, actions):
+    response = client.get("/assessments/new")
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/login?next=/assessments/new"
+    actions.signup("back@example.com")
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    back = client.post(
+        "/login?next=/assessments/new",
+        data={
+            "email": "back@example.com",
+            "password": "correct horse",
+            "csrf_token": actions.token("/login"),
+        },
+    )
+    assert back.headers["Location"] == "/assessments/new"
+
+
+def test_login_never_redirects_off_site(client, actions):
+    actions.signup("safe@example.com")
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    for target in ("//evil.example", "https://evil.example/", "/\\evil.example"):
+        response = client.post(
+            f"/login?next={target}",
+            data={
+                "email": "safe@example.com",
+                "password": "correct horse",
+                "csrf_token": actions.token("/login"),
+            },
+        )
+        assert response.headers["Location"] == "/"
+        client.post("/logout", data={"csrf_token": actions.token("/")})
+
+
+def test_a_poll_after_the_session_ended_moves_the_page_to_login(client):
+    job = "/assessments/00000000-0000-0000-0000-000000000000"
+    response = client.get(
+        job + "/status",
+        headers={"HX-Request": "true", "HX-Current-URL": "http://127.0.0.1:8000" + job},
+    )
+    assert response.status_code == 401
+    assert response.headers["HX-Redirect"] == f"/login?next={job}"

@@ -91,8 +91,10 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
 
     page.goto(server.url + "/assessments/new")
     page.get_by_role("button", name=re.compile("Start assessment")).click()
-    assert page.locator(".field-error").first.inner_text().endswith(
-        "Type a place: a city, a municipality code or an address."
+    assert (
+        page.locator(".field-error")
+        .first.inner_text()
+        .endswith("Type a place: a city, a municipality code or an address.")
     )
     shot(page, "form-error")
 
