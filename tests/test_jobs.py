@@ -107,6 +107,10 @@ def test_busy_runner_answers_503_and_writes_nothing(make_app, sql):
     alice.signup()
     bob.signup()
     job_id_from(alice.submit())
+    deadline = time.monotonic() + 10
+    while not sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"):  # alice's job runs
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     before = sql("SELECT count(*) FROM assessment_jobs"), sql("SELECT count(*) FROM point_ledger")
 
     busy = bob.submit()
