@@ -1,6 +1,7 @@
 """gunicorn settings: one gthread worker; the master prepares the database first."""
 
 import os
+import signal
 import sys
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
@@ -30,6 +31,23 @@ def on_starting(server):
     from app.assessment.gazetteer import gazetteer
 
     gazetteer()
+
+
+def post_worker_init(worker):
+    """On SIGTERM, settle this worker's jobs first, then let gunicorn drain and exit.
+
+    gunicorn drains in-flight requests for up to graceful_timeout and the master
+    SIGKILLs the worker at the same deadline, so settling only in worker_exit could
+    come too late; settling at the signal tells users the truth at once.
+    """
+    runner = worker.wsgi.extensions["runner"]
+    drain = signal.getsignal(signal.SIGTERM)
+
+    def settle_then_drain(signum, frame):
+        runner.shutdown()
+        drain(signum, frame)
+
+    signal.signal(signal.SIGTERM, settle_then_drain)
 
 
 def worker_exit(server, worker):

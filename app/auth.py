@@ -27,7 +27,10 @@ def unauthorized():
     """Send a signed-out browser to the login page, and back here afterwards."""
     if request.headers.get("HX-Request"):
         # A poll from a page whose session ended: move the whole page, not the fragment.
-        back = urlsplit(request.headers.get("HX-Current-URL", "")).path or "/"
+        try:
+            back = urlsplit(request.headers.get("HX-Current-URL", "")).path or "/"
+        except ValueError:  # a malformed header is no reason for a 500
+            back = "/"
         response = make_response("", 401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=back)
         return response

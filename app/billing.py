@@ -58,21 +58,25 @@ def finalize(job_id: uuid.UUID, user_id: int) -> bool:
     is guessed: one critical incident routes the job to support, and later calls retry.
     """
     try:
-        consume = ledger.consume_for_job(job_id)
-        if consume is not None:
-            ledger.refund(consume.id, reason="refund: assessment did not complete")
-        # finalized_at IS NULL is the lock: of two finalizers, one sets it, the other
-        # matches nothing and rolls back (its refund was a no-op under the unique index).
-        settled = db.session.execute(
+        # The row lock makes finalizers take turns; the WHERE makes every one after the
+        # first (and any call on a job that is not failed) a no-op.
+        locked = db.session.execute(
             text(
-                "UPDATE assessment_jobs SET finalized_at = now()"
-                " WHERE id = :id AND status = 'failed' AND finalized_at IS NULL RETURNING id"
+                "SELECT id FROM assessment_jobs"
+                " WHERE id = :id AND status = 'failed' AND finalized_at IS NULL FOR UPDATE"
             ),
             {"id": job_id},
         ).first()
-        if settled is None:
+        if locked is None:
             db.session.rollback()
             return False
+        consume = ledger.consume_for_job(job_id)
+        if consume is not None:
+            ledger.refund(consume.id, reason="refund: assessment did not complete")
+        db.session.execute(
+            text("UPDATE assessment_jobs SET finalized_at = now() WHERE id = :id"),
+            {"id": job_id},
+        )
         incidents.resolve_for_job(
             job_id, resolution="settled automatically: the ledger answered on a later try"
         )
@@ -80,33 +84,53 @@ def finalize(job_id: uuid.UUID, user_id: int) -> bool:
         return True
     except Exception as exc:  # noqa: BLE001 - any failure here is routed to support
         db.session.rollback()
-        incidents.record(
-            scope="payment",
-            code=LOOKUP_FAILED,
-            severity="critical",
-            job_id=job_id,
-            user_id=user_id,
-            detail=f"{type(exc).__name__}: {exc}",
-        )
+        try:
+            incidents.record(
+                scope="payment",
+                code=LOOKUP_FAILED,
+                severity="critical",
+                job_id=job_id,
+                user_id=user_id,
+                detail=f"{type(exc).__name__}: {exc}",
+            )
+        except Exception:  # noqa: BLE001 - still "checking": the next poll tries again
+            db.session.rollback()
+            log.exception("could not record an incident for job %s", job_id)
         return False
 
 
-def settle_by_support(job_id: uuid.UUID, support_id: int, refund: bool, reason: str) -> bool:
-    """Settle a job routed to support: refund its point or record that none is due."""
+def settle_by_support(
+    incident_id: int, job_id: uuid.UUID, support_id: int, refund: bool, reason: str
+) -> bool:
+    """Settle a failed job routed to support: refund its point or record that none is due.
+
+    Return False, changing nothing, if the incident was resolved meanwhile or the job
+    is not a failed one (a job that succeeded is never refunded).
+    """
+    resolution = ("refund" if refund else "no refund due") + f": {reason}"
+    resolved = db.session.execute(
+        text(
+            "UPDATE incidents SET resolved_at = now(), resolved_by = :by, resolution = :res"
+            " WHERE id = :id AND job_id = :job AND resolved_at IS NULL RETURNING id"
+        ),
+        {"id": incident_id, "job": job_id, "by": support_id, "res": resolution},
+    ).first()
+    failed = db.session.execute(
+        text("SELECT id FROM assessment_jobs WHERE id = :id AND status = 'failed' FOR UPDATE"),
+        {"id": job_id},
+    ).first()
+    if resolved is None or failed is None:
+        db.session.rollback()
+        return False
     consume = ledger.consume_for_job(job_id)
     if refund and consume is not None:
         ledger.refund(consume.id, reason=f"refund by support: {reason}")
     db.session.execute(
         text(
             "UPDATE assessment_jobs SET finalized_at = coalesce(finalized_at, now()),"
-            " message = :m WHERE id = :id AND status = 'failed'"
+            " message = :m WHERE id = :id"
         ),
         {"id": job_id, "m": f"Support reviewed this assessment: {reason}"},
     )
-    resolved = incidents.resolve_for_job(
-        job_id,
-        resolution=("refund" if refund else "no refund due") + f": {reason}",
-        resolved_by=support_id,
-    )
     db.session.commit()
-    return resolved > 0
+    return True

@@ -50,14 +50,14 @@ def record(
     return new_id
 
 
-def resolve_for_job(job_id: uuid.UUID, resolution: str, resolved_by: int | None = None) -> int:
+def resolve_for_job(job_id: uuid.UUID, resolution: str) -> int:
     """Close a job's open incidents (in the caller's transaction); return how many."""
     return db.session.execute(
         text(
-            "UPDATE incidents SET resolved_at = now(), resolved_by = :by, resolution = :res"
+            "UPDATE incidents SET resolved_at = now(), resolution = :res"
             " WHERE job_id = :job AND resolved_at IS NULL"
         ),
-        {"job": job_id, "by": resolved_by, "res": resolution},
+        {"job": job_id, "res": resolution},
     ).rowcount
 
 

@@ -17,7 +17,7 @@ from psycopg.errors import UniqueViolation
 from sqlalchemy import Row, text
 from sqlalchemy.exc import IntegrityError
 
-from . import billing, failpoints
+from . import billing, failpoints, ledger
 from .billing import Billing
 from .extensions import db
 
@@ -51,7 +51,6 @@ class JobView:
     message: str
     step: str
     progress: int
-    error_code: str | None
     query_text: str
     lang: str
     area: dict[str, Any] | None
@@ -68,19 +67,26 @@ STALE = (
     " OR j.created_at < now() - make_interval(secs => :deadline)))"
 )
 
-VIEW_SQL = text(
-    "SELECT j.id, j.status, j.message, j.step, j.progress, j.error_code, j.query_text,"
-    " j.lang, j.area, j.created_at, j.finalized_at IS NOT NULL AS finalized,"
-    " extract(epoch FROM coalesce(j.finished_at, now())"
-    "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
-    f" {STALE} AS stale,"
+# What a job's point is, read from the ledger and incidents in the same statement.
+BILLING_COLUMNS = (
+    " j.finalized_at IS NOT NULL AS finalized,"
     " c.id IS NOT NULL AS charged,"
     " EXISTS (SELECT 1 FROM point_ledger r WHERE r.refund_of = c.id AND r.kind = 'refund')"
     "   AS refunded,"
     " EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id AND i.resolved_at IS NULL)"
     "   AS support_open"
-    " FROM assessment_jobs j"
-    " LEFT JOIN point_ledger c ON c.job_id = j.id AND c.kind = 'consume'"
+)
+WITH_CONSUME = (
+    " FROM assessment_jobs j LEFT JOIN point_ledger c ON c.job_id = j.id AND c.kind = 'consume'"
+)
+
+VIEW_SQL = text(
+    "SELECT j.id, j.status, j.message, j.step, j.progress, j.query_text, j.lang, j.area,"
+    " j.created_at,"
+    " extract(epoch FROM coalesce(j.finished_at, now())"
+    "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
+    f" {STALE} AS stale,"
+    f"{BILLING_COLUMNS}{WITH_CONSUME}"
     " WHERE j.id = :id AND j.user_id = :user"
 )
 
@@ -141,8 +147,14 @@ def in_flight_job(user_id: int) -> uuid.UUID | None:
     ).scalar_one_or_none()
 
 
-def mark_running(job_id: uuid.UUID) -> Row | None:
-    """Move a job from pending to running; None if it is no longer pending (reaped)."""
+def start(job_id: uuid.UUID) -> Row | None:
+    """Move a job from pending to running and charge its point, in one transaction.
+
+    Return the job's row, or None if it is no longer pending (reaped meanwhile). The
+    UPDATE locks the row until the commit, so a reaper or the shutdown hook that comes
+    in between waits and then sees a running, charged job: a job is running only if it
+    was charged, and nothing can settle it before the charge lands.
+    """
     row = db.session.execute(
         text(
             "UPDATE assessment_jobs SET status = 'running', started_at = now(),"
@@ -151,6 +163,15 @@ def mark_running(job_id: uuid.UUID) -> Row | None:
         ),
         {"id": job_id},
     ).first()
+    if row is None:
+        db.session.rollback()
+        return None
+    try:
+        failpoints.hit("after_running")
+        ledger.consume(row.user_id, job_id)
+    except BaseException:
+        db.session.rollback()
+        raise
     db.session.commit()
     return row
 
@@ -199,11 +220,11 @@ def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
 
 
 def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    """Refresh the heartbeat of running jobs; return the ids that are still running."""
+    """Refresh the heartbeat of live jobs; return the ids that are still pending or running."""
     rows = db.session.execute(
         text(
             "UPDATE assessment_jobs SET heartbeat_at = now()"
-            " WHERE id = ANY(:ids) AND status = 'running' RETURNING id"
+            " WHERE id = ANY(:ids) AND status IN ('pending', 'running') RETURNING id"
         ),
         {"ids": job_ids},
     ).scalars()
@@ -247,9 +268,10 @@ def view(job_id: uuid.UUID, user_id: int, *, defer_finalize: bool = False) -> Jo
         reaped = reap(job_id)
         if reaped:
             failpoints.hit("after_reap")
-    if row.stale or (row.status == "failed" and not row.finalized):
-        if not (reaped and defer_finalize):
-            billing.finalize(job_id, user_id)
+        row = _select(job_id, user_id)  # the reap may have lost to a heartbeat or a finish
+    if row.status == "failed" and not row.finalized and not (reaped and defer_finalize):
+        db.session.rollback()
+        billing.finalize(job_id, user_id)
         row = _select(job_id, user_id)
     db.session.rollback()  # end the read transaction: no connection idles in one
     return JobView(
@@ -263,7 +285,6 @@ def view(job_id: uuid.UUID, user_id: int, *, defer_finalize: bool = False) -> Jo
         message=row.message,
         step=row.step,
         progress=row.progress,
-        error_code=row.error_code,
         query_text=row.query_text,
         lang=row.lang,
         area=row.area,
@@ -316,14 +337,7 @@ def history(user_id: int, limit: int = 100) -> list[dict[str, Any]]:
     rows = db.session.execute(
         text(
             "SELECT j.id, j.status, j.query_text, j.lang, j.area, j.created_at,"
-            " j.finalized_at IS NOT NULL AS finalized, j.error_code,"
-            " c.id IS NOT NULL AS charged,"
-            " EXISTS (SELECT 1 FROM point_ledger r WHERE r.refund_of = c.id"
-            "   AND r.kind = 'refund') AS refunded,"
-            " EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id"
-            "   AND i.resolved_at IS NULL) AS support_open"
-            " FROM assessment_jobs j"
-            " LEFT JOIN point_ledger c ON c.job_id = j.id AND c.kind = 'consume'"
+            f"{BILLING_COLUMNS}{WITH_CONSUME}"
             " WHERE j.user_id = :u ORDER BY j.created_at DESC LIMIT :n"
         ),
         {"u": user_id, "n": limit},

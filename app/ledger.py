@@ -106,14 +106,6 @@ def consume_for_job(job_id: uuid.UUID) -> Row | None:
     ).first()
 
 
-def refund_of(consume_id: int) -> Row | None:
-    """Return the refund of a consume, if there is one."""
-    return db.session.execute(
-        text("SELECT id, created_at FROM point_ledger WHERE refund_of = :c AND kind = 'refund'"),
-        {"c": consume_id},
-    ).first()
-
-
 def entries_for_job(job_id: uuid.UUID) -> list[Row]:
     """Return the ledger rows that belong to a job, oldest first."""
     return db.session.execute(

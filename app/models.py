@@ -30,12 +30,6 @@ class Role(StrEnum):
     SUPPORT = "support"
 
 
-class LedgerKind(StrEnum):
-    GRANT = "grant"
-    CONSUME = "consume"
-    REFUND = "refund"
-
-
 class JobStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
@@ -87,6 +81,7 @@ class LedgerEntry(db.Model):
             postgresql_where=text("kind = 'refund'"),
         ),
         Index("ix_point_ledger_user_id", "user_id", "id"),
+        Index("ix_point_ledger_job_id", "job_id"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -33,7 +33,15 @@ def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
         raise NotEnoughPoints()
     # The row goes in before the slot is taken, so the one-in-flight index answers
     # first: a double click is always a 409, never a 503 that depends on timing.
-    job_id = jobs.create(user_id, query, lang, area.to_dict())
+    try:
+        job_id = jobs.create(user_id, query, lang, area.to_dict())
+    except jobs.AssessmentInFlight as exc:
+        # The job in the way may be an orphan of a crash that nobody has polled since:
+        # settle it the way a poll would, and if that frees the user, try once more.
+        in_the_way = jobs.view(exc.job_id, user_id) if exc.job_id else None
+        if in_the_way is None or in_the_way.status in ("pending", "running"):
+            raise
+        job_id = jobs.create(user_id, query, lang, area.to_dict())
     runner: Runner = current_app.extensions["runner"]
     try:
         runner.reserve()
@@ -50,28 +58,22 @@ def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
 
 
 def run(job_id: uuid.UUID, stop: threading.Event) -> None:
-    """Run one job on its thread: start, charge, work, finish; settle it if it fails."""
+    """Run one job on its thread: start and charge, work, finish; settle it if it fails."""
     app = current_app._get_current_object()
-    started = jobs.mark_running(job_id)
-    if started is None:
-        log.info("job %s was no longer pending; not started", job_id)
-        return
-    app.extensions["runner"].mark_started(job_id)
 
     def progress(step: str, percent: int) -> None:
         if stop.is_set():
             raise jobs.JobCancelled(str(job_id))
-        with app.app_context():
-            jobs.report_progress(job_id, step, percent)
+        jobs.report_progress(job_id, step, percent)
 
     try:
-        failpoints.hit("after_running")
         try:
-            ledger.consume(started.user_id, job_id)
-            db.session.commit()
+            started = jobs.start(job_id)
         except ledger.InsufficientPoints:
-            db.session.rollback()
             _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.")
+            return
+        if started is None:
+            log.info("job %s was no longer pending; not started", job_id)
             return
         failpoints.hit("after_consume")
         # Only now, with the point consumed, does the paid work begin.

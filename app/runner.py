@@ -14,6 +14,7 @@ from collections.abc import Callable
 from flask import Flask
 
 from . import billing, jobs
+from .extensions import db
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +33,15 @@ class Runner:
         self._slots = threading.BoundedSemaphore(max_jobs)
         self._lock = threading.Lock()
         self._live: dict[uuid.UUID, threading.Event] = {}  # job id -> its stop signal
-        self._started: set[uuid.UUID] = set()  # live jobs whose row is running
         self._closing = False
         self._heartbeat: threading.Thread | None = None
         self._wake = threading.Event()
 
     def reserve(self) -> None:
         """Take a slot for a job about to be created, or raise RunnerBusy."""
-        if self._closing or not self._slots.acquire(blocking=False):
-            raise RunnerBusy()
+        with self._lock:
+            if self._closing or not self._slots.acquire(blocking=False):
+                raise RunnerBusy()
 
     def release(self) -> None:
         """Give back a slot that was reserved but not used."""
@@ -65,7 +66,6 @@ class Runner:
         finally:
             with self._lock:
                 self._live.pop(job_id, None)
-                self._started.discard(job_id)
             self._slots.release()
 
     def wait(self, timeout: float) -> bool:
@@ -104,32 +104,29 @@ class Runner:
                 continue
             with self._lock:
                 for job_id in ids:
-                    stop = self._live.get(job_id)
-                    # A job not yet marked running has no beat to refresh; only a row
-                    # that has left 'running' (reaped, shut down) means stop.
-                    if stop is not None and job_id not in alive and job_id in self._started:
+                    # A row that left pending/running was reaped or shut down: stop.
+                    if job_id not in alive and (stop := self._live.get(job_id)) is not None:
                         stop.set()
-
-    def mark_started(self, job_id: uuid.UUID) -> None:
-        """Note that the job's row is running, so a missing heartbeat row means stop."""
-        with self._lock:
-            self._started.add(job_id)
 
     def shutdown(self) -> None:
         """Fail and settle the jobs of this process now, so users see the truth at once."""
-        self._closing = True
+        with self._lock:
+            self._closing = True  # no new job starts from here on
+            live = list(self._live.items())
         self._wake.set()
-        ids = self.running_ids()
-        if not ids:
+        for _, stop in live:
+            stop.set()
+        if not live:
             return
         with self.app.app_context():
-            for job_id in ids:
+            for job_id, _ in live:
                 try:
                     user_id = jobs.fail(job_id, jobs.INTERRUPTED, SHUTDOWN_MESSAGE)
                     if user_id is not None:
                         billing.finalize(job_id, user_id)
                         log.warning("settled job %s at shutdown", job_id)
                 except Exception:  # noqa: BLE001 - the next poll's reaper settles it
+                    db.session.rollback()
                     log.exception("could not settle job %s at shutdown", job_id)
 
 

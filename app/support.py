@@ -61,9 +61,11 @@ def _settle(incident_id: int, refund: bool):
     if not form.validate_on_submit():
         flash(" ".join(form.reason.errors) or "Say why, for the record.", "error")
         return redirect(url_for(".index"), 303)
-    if incident.resolved_at is not None:
-        flash(f"Incident {incident_id} was already resolved.", "info")
-        return redirect(url_for(".index"), 303)
-    billing.settle_by_support(incident.job_id, current_user.id, refund, form.reason.data.strip())
-    flash(f"Incident {incident_id} resolved.", "success")
+    settled = billing.settle_by_support(
+        incident_id, incident.job_id, current_user.id, refund, form.reason.data.strip()
+    )
+    if settled:
+        flash(f"Incident {incident_id} resolved.", "success")
+    else:
+        flash(f"Incident {incident_id} was already resolved, or its job did not fail.", "error")
     return redirect(url_for(".index"), 303)

@@ -150,7 +150,7 @@ def test_a_job_whose_work_raises_is_refunded_once(make_app, sql):
 
 
 def test_a_job_reaped_while_finishing_is_not_overwritten(make_app, sql):
-    app = make_app(FAILPOINTS="before_success=sleep:1")
+    app = make_app(FAILPOINTS="before_success=sleep:2")
     client = app.test_client()
     actions = Actions(client)
     actions.signup()
@@ -295,7 +295,8 @@ def test_history_lists_jobs_with_billing(client, actions, app):
     job_id = job_id_from(actions.submit())
     assert app.extensions["runner"].wait(10)
     page = client.get("/assessments").get_data(as_text=True)
-    assert f"/assessments/{job_id}" in page and "1 point" in page
+    row = page.split(f'href="/assessments/{job_id}"', 1)[1].split("</tr>", 1)[0]
+    assert "Done" in row and 'class="badge billing-charged">1 point<' in row
 
 
 def test_job_page_has_noscript_refresh_while_running(make_app):

@@ -2,6 +2,7 @@
 
 import logging
 import threading
+import time
 
 from app import failpoints
 from tests.conftest import Actions, job_id_from
@@ -189,3 +190,104 @@ def test_reaping_poll_says_checking_then_settles_after_its_response(client, acti
     # The finalizer ran once the response was closed, before any further poll.
     assert sql("SELECT finalized_at IS NOT NULL FROM assessment_jobs") == [(True,)]
     assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(1,)]
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_shutdown_while_a_job_is_being_charged_refunds_it(make_app, sql):
+    # The job thread holds its row between "running" and the charge: shutdown must wait
+    # for the charge and then refund it, never say "no point was used" before it lands.
+    app = make_app(FAILPOINTS="after_running=sleep:1")
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    time.sleep(0.3)  # the thread is inside its start transaction, sleeping
+
+    app.extensions["runner"].shutdown()
+
+    assert app.extensions["runner"].wait(10)
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    kinds = sql("SELECT kind FROM point_ledger WHERE job_id = %(j)s ORDER BY id", j=job_id)
+    assert kinds == [("consume",), ("refund",)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_a_reap_during_the_charge_waits_for_it_and_refunds(make_app, sql):
+    app = make_app(FAILPOINTS="after_running=sleep:1.5", JOB_MAX_RUNTIME_SECONDS=1)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    job_id = job_id_from(actions.submit())
+    html = poll_until(client, job_id, settled, timeout=20)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    assert app.extensions["runner"].wait(10)
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_finalize_never_touches_a_job_that_did_not_fail(app, actions, sql):
+    from app import billing
+    from app.extensions import db
+
+    actions.signup()
+    job_id = stale_charged_job(actions, sql)
+    sql("UPDATE assessment_jobs SET heartbeat_at = now()")  # alive after all
+    failpoints.configure("consume_lookup=raise")
+    with app.app_context():
+        user_id = sql("SELECT id FROM users")[0][0]
+        assert billing.finalize(job_id, user_id) is False
+        db.session.remove()
+    assert sql("SELECT count(*) FROM incidents") == [(0,)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(0,)]
+
+
+def test_support_cannot_refund_a_job_that_succeeded(app, actions, sql):
+    from app import billing
+    from app.extensions import db
+
+    actions.signup()
+    job_id = stale_charged_job(actions, sql)
+    sql("UPDATE assessment_jobs SET status = 'succeeded', finished_at = now()")
+    user_id = sql("SELECT id FROM users")[0][0]
+    incident_id = sql(
+        "INSERT INTO incidents (scope, code, severity, job_id, user_id)"
+        " VALUES ('payment', 'X', 'critical', %(j)s, %(u)s) RETURNING id",
+        j=job_id,
+        u=user_id,
+    )[0][0]
+    with app.app_context():
+        assert billing.settle_by_support(incident_id, job_id, user_id, True, "why") is False
+        db.session.remove()
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(0,)]
+    assert sql("SELECT resolved_at FROM incidents") == [(None,)]
+
+
+def test_an_orphaned_job_does_not_block_a_new_submit(client, actions, sql):
+    # The worker died right after inserting: the user never saw the job's page.
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    orphan = sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, created_at)"
+        " VALUES (%(u)s, 'x', 'en', now() - interval '1 hour') RETURNING id",
+        u=user_id,
+    )[0][0]
+    response = actions.submit()
+    assert response.status_code == 303
+    assert sql(
+        "SELECT status, finalized_at IS NOT NULL FROM assessment_jobs WHERE id = %(j)s", j=orphan
+    ) == [("failed", True)]
+
+
+def test_a_live_job_still_blocks_a_new_submit(make_app):
+    app = make_app(ASSESSMENT_WORK_SECONDS=2)
+    actions = Actions(app.test_client())
+    actions.signup()
+    job_id_from(actions.submit())
+    assert actions.submit("Osaka").status_code == 409
