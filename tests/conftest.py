@@ -242,3 +242,21 @@ def upstream() -> Iterator[Upstream]:
     yield state
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def live(database_url, tmp_path):
+    """Start real gunicorn servers on the test database; stop them after the test."""
+    from tests.live import Server
+
+    truncate(database_url)
+    servers = []
+
+    def start(**env):
+        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", **env)
+        servers.append(server.start())
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

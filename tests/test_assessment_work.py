@@ -4,9 +4,8 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from app.assessment.analysis import LAYERS, level_of
 from app.assessment.area import tile_key
 from app.assessment.providers import DemoProvider
 from app.singleflight import SingleFlightCache
+from tests.conftest import Upstream
 
 TIMEOUT = 5.0
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -219,46 +219,6 @@ def test_a_provider_error_propagates_and_is_not_cached(sapporo) -> None:
             run_assessment(sapporo, "en", provider=provider, cache=cache, progress=no_progress)
         assert info.value is error
     assert provider.calls["coast", sapporo.code] == 2
-
-
-class Upstream:
-    """A real HTTP server on 127.0.0.1 serving the demo's numbers, or failing on request."""
-
-    def __init__(self) -> None:
-        self.hits: Counter[str] = Counter()
-        self.status = 200
-        self.delay = 0.0
-        self.url = ""
-
-
-@pytest.fixture
-def upstream() -> Iterator[Upstream]:
-    state = Upstream()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            state.hits[self.path] += 1
-            time.sleep(state.delay)
-            dataset, key = self.path.lstrip("/").split("/", 1)
-            body = json.dumps(DemoProvider().fetch(dataset, key)).encode()
-            try:
-                self.send_response(state.status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up waiting
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
 
 
 def http_provider(upstream: Upstream, timeout: float = 2.0):

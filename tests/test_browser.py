@@ -6,9 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import truncate
-from tests.live import Server
-
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
@@ -37,21 +34,6 @@ def browser_type_launch_args(browser_type_launch_args):
             "--no-first-run",
         ],
     }
-
-
-@pytest.fixture
-def live(database_url, tmp_path):
-    truncate(database_url)
-    servers = []
-
-    def start(**env):
-        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", **env)
-        servers.append(server.start())
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def shot(page, name):

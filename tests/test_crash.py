@@ -9,28 +9,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import truncate
-from tests.live import FAST, Server, User
+from tests.live import FAST, User
 
 pytestmark = pytest.mark.server
 
 LEASE = float(FAST["JOB_LEASE_SECONDS"])
 POLL = 0.2
-
-
-@pytest.fixture
-def live(database_url, tmp_path):
-    truncate(database_url)
-    servers = []
-
-    def start(**env):
-        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", **env)
-        servers.append(server.start())
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def ledger_check(database_url) -> subprocess.CompletedProcess:
