@@ -7,6 +7,8 @@ from flask_login import current_user, login_required
 
 from . import housekeeping, jobs, pipeline
 from .assessment import PlaceAmbiguous, PlaceNotFound
+from .auth import session_user_id
+from .extensions import login_manager
 from .forms import AssessmentForm
 from .runner import RunnerBusy
 
@@ -61,33 +63,35 @@ def create():
 @login_required
 def show(job_id: str):
     """Show a job: its live status and, once it succeeded, its report."""
-    job = _own_job(job_id)
+    job = _own_job(job_id, current_user.id)
     report = jobs.result(job.id, current_user.id) if job.status == "succeeded" else None
     return render_template("assessments/show.html", job=job, report=report)
 
 
 @bp.get("/<job_id>/status")
-@login_required
 def status(job_id: str):
     """Render the status fragment that the job page polls."""
+    user_id = session_user_id()
+    if user_id is None:
+        return login_manager.unauthorized()
     app = current_app._get_current_object()
     housekeeping.trigger(app)
-    job = _own_job(job_id, defer_finalize=True)
+    job = _own_job(job_id, user_id, defer_finalize=True)
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None
     if job.status == "succeeded" and request.headers.get("HX-Request"):
-        report = jobs.result(job.id, current_user.id)
+        report = jobs.result(job.id, user_id)
     response = current_app.make_response(
         render_template("partials/_job_status.html", job=job, report=report, oob=True)
     )
     if job.reaped:  # say "checking your points" now; consult the ledger right after
-        response.call_on_close(partial(jobs.finalize_later, app, job.id, current_user.id))
+        response.call_on_close(partial(jobs.finalize_later, app, job.id, user_id))
     return response
 
 
-def _own_job(raw_id: str, defer_finalize: bool = False) -> jobs.JobView:
+def _own_job(raw_id: str, user_id: int, defer_finalize: bool = False) -> jobs.JobView:
     job_id = jobs.parse_id(raw_id)
-    job = jobs.view(job_id, current_user.id, defer_finalize=defer_finalize) if job_id else None
+    job = jobs.view(job_id, user_id, defer_finalize=defer_finalize) if job_id else None
     if job is None:  # another user's job and an unknown id look the same
         abort(404)
     return job

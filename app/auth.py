@@ -10,6 +10,7 @@ from flask import (
     redirect,
     render_template,
     request,
+    session,
     url_for,
 )
 from flask_login import login_required, login_user, logout_user
@@ -20,6 +21,17 @@ from .forms import LoginForm, SignupForm
 from .models import User
 
 bp = Blueprint("auth", __name__)
+
+
+def session_user_id() -> int | None:
+    """Return the signed-in user's id from the signed session, without loading the user.
+
+    For the status fragment only: every open job page polls it every couple of seconds,
+    and loading the user row there cost as much as the whole poll (bench/RESULTS.md).
+    The poll's query is scoped to this id, so ownership is still checked in SQL.
+    """
+    raw = session.get("_user_id")  # where Flask-Login's login_user() keeps it
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
 
 
 @login_manager.unauthorized_handler
