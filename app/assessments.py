@@ -15,6 +15,7 @@ from .runner import RunnerBusy
 bp = Blueprint("assessments", __name__, url_prefix="/assessments")
 
 RETRY_AFTER_SECONDS = 10
+NO_POINTS = "Nothing was charged. Ask our support team to add points to your account."
 
 
 @bp.get("")
@@ -28,8 +29,12 @@ def index():
 @bp.get("/new")
 @login_required
 def new():
-    """Show the submit form."""
-    return render_template("assessments/new.html", form=AssessmentForm())
+    """Show the submit form, filled in from the query string (a chosen place, a retry)."""
+    lang = request.args.get("lang", "en")
+    form = AssessmentForm(
+        query=request.args.get("query", "")[:200], lang=lang if lang in ("en", "ja") else "en"
+    )
+    return render_template("assessments/new.html", form=form)
 
 
 @bp.post("")
@@ -47,7 +52,9 @@ def create():
     except PlaceNotFound as exc:
         return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
     except pipeline.NotEnoughPoints:
-        return _form_error(form, 402, "You have no points left, so this assessment cannot start.")
+        return _form_error(
+            form, 402, "You have no points left, so this assessment cannot start. " + NO_POINTS
+        )
     except jobs.AssessmentInFlight as exc:
         return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
     except RunnerBusy:
@@ -65,7 +72,8 @@ def show(job_id: str):
     """Show a job: its live status and, once it succeeded, its report."""
     job = _own_job(job_id, current_user.id)
     report = jobs.result(job.id, current_user.id) if job.status == "succeeded" else None
-    return render_template("assessments/show.html", job=job, report=report)
+    # The top bar shows the balance read with the job, so the two always agree.
+    return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
 
 
 @bp.get("/<job_id>/status")

@@ -13,7 +13,7 @@ from flask import (
     session,
     url_for,
 )
-from flask_login import login_required, login_user, logout_user
+from flask_login import current_user, login_required, login_user, logout_user
 
 from . import accounts
 from .extensions import db, login_manager
@@ -43,6 +43,7 @@ def unauthorized():
             back = urlsplit(request.headers.get("HX-Current-URL", "")).path or "/"
         except ValueError:  # a malformed header is no reason for a 500
             back = "/"
+        flash("Your session ended. Log in to see your assessment again.", "info")
         response = make_response("", 401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=back)
         return response
@@ -59,6 +60,8 @@ def load_user(user_id: str) -> User | None:
 @bp.route("/signup", methods=["GET", "POST"])
 def signup():
     """Create an account and sign in."""
+    if current_user.is_authenticated:
+        return redirect(url_for("main.dashboard"))
     form = SignupForm()
     if form.validate_on_submit():
         try:
@@ -78,6 +81,8 @@ def signup():
 @bp.route("/login", methods=["GET", "POST"])
 def login():
     """Sign in with email and password."""
+    if current_user.is_authenticated:
+        return redirect(_safe_next() or url_for("main.dashboard"))
     form = LoginForm()
     if form.validate_on_submit():
         user = accounts.authenticate(form.email.data, form.password.data)

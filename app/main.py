@@ -20,3 +20,11 @@ def dashboard():
         recent=jobs.history(current_user.id, limit=5),
         balance=current_user.point_balance,
     )
+
+
+@bp.after_app_request
+def no_store_pages(response):
+    """Keep pages out of the browser's cache, so Back never shows a stale balance."""
+    if response.mimetype == "text/html":
+        response.headers["Cache-Control"] = "no-store"
+    return response

@@ -252,8 +252,8 @@ def live(database_url, tmp_path):
     truncate(database_url)
     servers = []
 
-    def start(**env):
-        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", **env)
+    def start(port=None, **env):
+        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", port, **env)
         servers.append(server.start())
         return server
 

@@ -37,8 +37,8 @@ def free_port() -> int:
 class Server:
     """gunicorn -c gunicorn.conf.py wsgi:app on a free port, against the test database."""
 
-    def __init__(self, database_url: str, log_path: Path, **env: str):
-        self.port = free_port()
+    def __init__(self, database_url: str, log_path: Path, port: int | None = None, **env: str):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,

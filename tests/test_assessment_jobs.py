@@ -73,10 +73,13 @@ def test_ambiguous_place_offers_choices_and_writes_nothing(client, actions, sql)
     body = response.get_data(as_text=True)
     assert response.status_code == 400
     assert "Which one do you mean?" in body
-    assert 'value="132063"' in body and 'value="342084"' in body  # Tokyo and Hiroshima
+    assert "query=132063" in body and "query=342084" in body  # Tokyo and Hiroshima
     assert nothing_written(sql)
-    chosen = actions.submit("342084")  # the choice button posts the code
-    assert chosen.status_code == 303
+    # Choosing fills in the form and charges nothing; starting it is a second step.
+    form = client.get("/assessments/new?query=342084&lang=ja").get_data(as_text=True)
+    assert 'value="342084"' in form and '<option selected value="ja">' in form
+    assert nothing_written(sql)
+    assert actions.submit("342084").status_code == 303
 
 
 def test_unknown_place_suggests_and_writes_nothing(client, actions, sql):

@@ -155,3 +155,13 @@ def test_a_poll_after_the_session_ended_moves_the_page_to_login(client):
     )
     assert response.status_code == 401
     assert response.headers["HX-Redirect"] == f"/login?next={job}"
+
+
+def test_pages_are_never_cached_and_signed_in_users_skip_login(client, actions):
+    assert client.get("/login").headers["Cache-Control"] == "no-store"
+    actions.signup("cache@example.com")
+    assert client.get("/").headers["Cache-Control"] == "no-store"
+    assert "no-store" not in client.get("/static/css/app.css").headers.get("Cache-Control", "")
+    for path in ("/login", "/signup"):
+        response = client.get(path)
+        assert response.status_code == 302 and response.headers["Location"] == "/"

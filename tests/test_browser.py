@@ -2,6 +2,7 @@
 
 import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,35 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
     phone.goto(f"{server.url}/assessments/{job_id}")
     assert phone.locator("#job-status").get_attribute("data-billing") == "refunded"
     assert balance(phone, server) == 3
+
+
+def test_a_deploy_while_watching_settles_the_open_page_at_once(page, live):
+    # A lease far longer than the test: only the shutdown hook can settle the job.
+    server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600")
+    sign_up(page, server, "deploy@example.com")
+    submit(page, server, "Kobe")
+    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    page.wait_for_selector('#job-status[data-billing="charged"]')
+    server.stop()  # SIGTERM: settled before the worker drains its last polls
+    page.wait_for_selector('#job-status[data-billing="refunded"]')
+    assert "The service restarted" in page.locator("#job-status").inner_text()
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
+
+
+def test_a_server_that_vanished_says_so_then_tells_the_truth(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="2")
+    sign_up(page, server, "power@example.com")
+    submit(page, server, "Nara")
+    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    page.wait_for_selector('#job-status[data-billing="charged"]')
+
+    os.kill(server.worker_pid(), signal.SIGKILL)  # the machine lost power, say
+    server.proc.kill()
+    server.proc.wait()
+    page.wait_for_selector("#connection-note", state="visible")
+    assert "can't reach the server" in page.locator("#connection-note").inner_text()
+
+    live(port=server.port, JOB_LEASE_SECONDS="2")
+    page.wait_for_selector('#job-status[data-billing="refunded"]', timeout=30_000)
+    assert page.locator("#connection-note").is_hidden()
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
