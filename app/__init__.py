@@ -6,7 +6,7 @@ from typing import Any
 from flask import Flask
 
 from . import config, embedded, failpoints
-from .extensions import csrf, db, login_manager, migrate
+from .extensions import csrf, db, limiter, login_manager, migrate
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -33,6 +33,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(config.ROOT / "migrations"))
     csrf.init_app(app)
     login_manager.init_app(app)
+    limiter.init_app(app)
 
     from .assessment import make_provider
     from .housekeeping import Throttle

@@ -16,7 +16,7 @@ from flask import (
 from flask_login import current_user, login_required, login_user, logout_user
 
 from . import accounts
-from .extensions import db, login_manager
+from .extensions import db, limiter, login_manager
 from .forms import LoginForm, SignupForm
 from .models import User
 
@@ -78,7 +78,19 @@ def signup():
     return render_template("auth/signup.html", form=form), status
 
 
+def _login_email() -> str:
+    return "login:" + request.form.get("email", "").strip().lower()[:254]
+
+
 @bp.route("/login", methods=["GET", "POST"])
+# A brake on password guessing: ten failed log-ins per account in 15 minutes, then 429
+# until the window passes. Only failures count, so a user who types it right is never held.
+@limiter.limit(
+    "10 per 15 minutes",
+    methods=["POST"],
+    key_func=_login_email,
+    deduct_when=lambda response: response.status_code == 400,
+)
 def login():
     """Sign in with email and password."""
     if current_user.is_authenticated:

@@ -11,6 +11,7 @@ MESSAGES = {
     405: "That action is not allowed here.",
     409: "That conflicts with something already in progress.",
     413: "That request is too large.",
+    429: "Too many failed attempts. Wait a few minutes, then try again.",
     500: "Something went wrong on our side. Nothing was charged for this request.",
     503: "The service is busy. Try again shortly.",
 }

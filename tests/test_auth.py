@@ -165,3 +165,18 @@ def test_pages_are_never_cached_and_signed_in_users_skip_login(client, actions):
     for path in ("/login", "/signup"):
         response = client.get(path)
         assert response.status_code == 302 and response.headers["Location"] == "/"
+
+
+def test_password_guessing_is_braked_per_account(client, actions):
+    actions.signup("target@example.com")
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    for _ in range(10):
+        assert actions.login("target@example.com", "guess-wrong").status_code == 400
+    braked = actions.login("target@example.com")  # even the right password waits now
+    assert braked.status_code == 429
+    assert "Too many failed attempts" in braked.get_data(as_text=True)
+    assert int(braked.headers["Retry-After"]) > 0
+    # Other accounts are not held by it.
+    actions.signup("bystander@example.com")
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    assert actions.login("bystander@example.com").status_code == 303
