@@ -351,3 +351,46 @@ def test_the_report_escapes_and_omits_the_demo_note_for_real_data(sapporo) -> No
     html = render_report(report)
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "demonstration data" not in html
+
+
+@pytest.fixture
+def sapporo_report(sapporo) -> dict[str, Any]:
+    return run_assessment(
+        sapporo, "en", provider=DemoProvider(), cache=SingleFlightCache(), progress=no_progress
+    )
+
+
+def test_the_report_shows_when_it_was_generated_as_other_pages_do(sapporo_report) -> None:
+    sapporo_report["generated_at"] = "2026-11-29T09:06:01+00:00"
+    html = render_report(sapporo_report)
+    assert '<time datetime="2026-11-29T09:06:01+00:00">2026-11-29 09:06 UTC</time>' in html
+
+
+def test_the_chart_text_keeps_its_size_on_a_phone(sapporo_report) -> None:
+    html = render_report(sapporo_report)
+    # With a viewBox the drawing, text included, scales down to a phone's width (7 px labels).
+    svg = html[html.index("<svg") : html.index(">", html.index("<svg"))]
+    assert "viewBox" not in svg and 'width="100%"' in svg
+    css = (TEMPLATES.parent / "static/css/report.css").read_text()
+    chart_rule = css[css.index(".report-chart-svg {") :].split("}")[0]
+    assert "font-size: 0.9375rem" in chart_rule  # 15 px at the default font size
+
+
+@pytest.mark.parametrize(
+    ("lang", "heading"), [("en", "Hazard layers"), ("ja", "ハザード別のレベル")]
+)
+def test_the_layers_heading_is_shown_once(sapporo, lang: str, heading: str) -> None:
+    report = run_assessment(
+        sapporo, lang, provider=DemoProvider(), cache=SingleFlightCache(), progress=no_progress
+    )
+    html = render_report(report)
+    assert html.count(f">{heading}<") == 1
+    assert html.count("<caption>") == 1  # the table keeps a caption of its own
+
+
+def test_the_report_is_as_wide_as_the_cards_above_it() -> None:
+    css = (TEMPLATES.parent / "static/css/report.css").read_text()
+    box = css[css.index("\n.report {") :].split("}")[0]
+    assert "max-width" not in box
+    assert "padding: 1.25rem;" in box and "border: 1px solid" in box
+    assert "margin: 0 0 var(--gap, 1rem);" in box

@@ -172,6 +172,111 @@ def test_addresses_and_spellings(query: str, code: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "query",
+    [
+        "〒160-0023 東京都新宿区西新宿2-8-1",
+        "160-0023 東京都新宿区西新宿2-8-1",
+        "〒１６０－００２３　東京都新宿区西新宿２－８－１",  # full-width digits, hyphen, space
+        "1600023東京都新宿区西新宿",
+        "〒160‐0023 新宿区西新宿",  # a Japanese hyphen (U+2010)
+        "〒160-0023 2-8-1 Nishi-Shinjuku, Shinjuku-ku, Tokyo",
+    ],
+)
+def test_a_postal_code_before_an_address_is_ignored(query: str) -> None:
+    assert resolve_place(query).name_ja == "新宿区"
+
+
+@pytest.mark.parametrize(
+    "query", ["160-0023", "1600023", "〒1600023", "〒160-0023", "１６０－００２３", "〒160-0023、"]
+)
+def test_a_postal_code_alone_asks_for_the_municipality(query: str) -> None:
+    with pytest.raises(PlaceNotFound) as info:
+        resolve_place(query)
+    message = str(info.value)
+    assert "looks like a postal code" in message
+    assert "municipality's name or its local-government code" in message
+    assert "not a local-government code" not in message
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("伊達市（北海道）", "012335"),
+        ("伊達市(北海道)", "012335"),
+        ("伊達市、福島県", "072133"),
+        ("（北海道）伊達市", "012335"),
+        ("伊達（北海道）", "012335"),  # without the suffix, the one city in Hokkaido
+        ("府中市 東京都", "132063"),
+        ("府中市　広島県", "342084"),
+        ("Date-shi, Hokkaido", "012335"),
+        ("Date-shi (Fukushima)", "072133"),
+        ("Fuchu, Tokyo", "132063"),
+    ],
+)
+def test_the_prefecture_may_follow_the_name(query: str, code: str) -> None:
+    assert resolve_place(query).code == code
+
+
+def test_two_different_prefectures_are_refused() -> None:
+    with pytest.raises(PlaceNotFound, match="names two different prefectures"):
+        resolve_place("東京都府中市（広島県）")
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("Chuo-ku, Sapporo", "011011"),
+        ("Sapporo Chuo-ku", "011011"),
+        ("1-1 Marunouchi, Chiyoda-ku, Tokyo", "131016"),
+        ("Kita 1 Nishi 2, Chuo-ku, Sapporo", "011011"),
+        ("Kita 1 Nishi 2, Chuo-ku, Sapporo-shi, Hokkaido, Japan", "011011"),
+        ("kita-ku osaka", "271276"),  # the ward of Osaka city, not of Osaka prefecture
+        ("Kita-ku, Osaka", "271276"),
+        ("Osaka Kita-ku", "271276"),
+        ("Kanagawa-ku, Yokohama", "141020"),
+        ("Chiyoda-ku, Tokyo 100-0005, Japan", "131016"),  # a trailing postal code
+        ("Chuo-ku, Tokyo", "131024"),  # a special ward in its prefecture
+        ("Marunouchi, Chiyoda", "131016"),
+    ],
+)
+def test_a_western_order_address_names_its_ward_or_city(query: str, code: str) -> None:
+    assert resolve_place(query).code == code
+
+
+def test_every_ward_resolves_in_western_order() -> None:
+    gaz = gazetteer()
+    wards = [area for area in gaz.areas if gaz.is_ward(area)]
+    assert len(wards) > 150
+    for area in wards:
+        city, ward = area.name_romaji.split(" ")
+        assert resolve_place(f"{ward}, {city}") == area
+        assert resolve_place(f"1-2 Honcho, {ward}, {city}, {area.prefecture_romaji}") == area
+
+
+def test_a_ward_with_the_prefecture_alone_stays_ambiguous() -> None:
+    with pytest.raises(PlaceAmbiguous) as info:
+        resolve_place("Kita-ku, Osaka-fu")
+    assert {area.code for area in info.value.choices} == {"271276", "271462"}  # Osaka, Sakai
+
+
+@pytest.mark.parametrize(
+    "query", ["S.a.p.p.o.r.o", "sap/poro", "Sap1poro", "Sapporo" + "-" * 190, "Sapporo, x.y"]
+)
+def test_punctuation_inside_a_word_is_not_read_through(query: str) -> None:
+    with pytest.raises(PlaceNotFound, match="No municipality matches") as info:
+        resolve_place(query)
+    assert "011002" in [area.code for area in info.value.suggestions]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["sapporo-shi", "Sapporo shi", "Sapporo,Hokkaido", "Sapporo (Hokkaido)", "Kita 1, Sapporo"],
+)
+def test_ordinary_separators_still_work(query: str) -> None:
+    assert resolve_place(query).code == "011002"
+
+
+@pytest.mark.parametrize(
     ("query", "codes"),
     [
         ("府中市", {"132063", "342084"}),

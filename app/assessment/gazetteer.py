@@ -168,9 +168,12 @@ def _index_area(gaz: Gazetteer, area: Area, parts: list[_Part]) -> None:
         gaz.add(gaz.ja_full, ja_key(c.name + own.name), area)
         gaz.add(gaz.ja_full, ja_key(c.kana + own.kana), area)
         # The ward keeps its suffix: "Yokohama Kanagawa" reads as the city in its prefecture.
+        # Western order puts it first: "Chuo-ku, Sapporo"; "Kita-ku Osaka" is then the ward
+        # of Osaka city, not either Kita-ku in Osaka prefecture.
         for c_key in (c.romaji, c.romaji_base):
             for own_key in own_romaji:
                 gaz.add(gaz.romaji_full, romaji_key(f"{c_key} {own_key}"), area)
+                gaz.add(gaz.romaji_full, romaji_key(f"{own_key} {c_key}"), area)
 
 
 def _load(name: str) -> list[dict[str, Any]]:

@@ -6,15 +6,22 @@ Accepted forms:
 - romaji in any case, with or without the suffix or macrons: Sapporo, Sapporo-shi,
   "sapporo shi", "Sapporo City", Kyōto, Kyouto; optionally with the prefecture before or
   after it: "Fuchu, Tokyo", "Hiroshima Fuchu-shi";
+- the prefecture after the name, in brackets or not: 伊達市（北海道）, 府中市 東京都;
 - an address that starts with a municipality, optionally after its prefecture:
   北海道札幌市中央区北1条西2丁目 (the longest name at the start wins);
+- a romaji address in Western order, most specific part first, parts separated by commas:
+  "1-1 Marunouchi, Chiyoda-ku, Tokyo", "Kita 1 Nishi 2, Chuo-ku, Sapporo" (the longest run
+  of trailing parts that names a place wins);
+- any of these after a postal code (〒160-0023, 1600023), which is ignored: a postal code
+  alone is refused, since it names a district, not a municipality;
 - the local-government code: 5 digits, or 6 whose last is the check digit (validated).
 
 Wards of designated cities are places of their own, with their own code and coordinates,
 because a ward is the finer area and hazards differ across a city. So 札幌市 and "Sapporo"
 resolve to the city, while an address or a name that includes the ward (札幌市中央区北1条,
-"Sapporo Chuo-ku") resolves to the ward. A bare ward name shared by several cities (中央区,
-北区) is ambiguous unless the prefecture or city is given. Tokyo's 23 special wards are
+"Sapporo Chuo-ku", "Chuo-ku, Sapporo") resolves to the ward; "Kita-ku, Osaka" is the ward of
+Osaka city, not either Kita-ku of Osaka prefecture. A bare ward name shared by several cities
+(中央区, 北区) is ambiguous unless the prefecture or city is given. Tokyo's 23 special wards are
 municipalities and behave like cities.
 
 A name several municipalities share (府中市, 伊達市, 森町, "Yamagata-shi" for 山形市 and 山県市)
@@ -22,7 +29,8 @@ raises PlaceAmbiguous with every choice: an assessment costs a point, so we do n
 One convention is applied: a name without its suffix means the city when exactly one city
 (or Tokyo special ward) has it, as in speech: 横浜 and "Yokohama" are 横浜市, not 横浜町;
 金沢 is 金沢市, not 横浜市金沢区; but 府中 (two cities) stays ambiguous.
-Romaji addresses are not parsed, only names.
+Romaji words must be plain: "S.a.p.p.o.r.o", "sap/poro" or "Sapporo-----" match nothing (the
+error suggests Sapporo), because reading through punctuation would accept anything at all.
 """
 
 import difflib
@@ -44,6 +52,13 @@ from .gazetteer import (
 __all__ = ["Area", "PlaceAmbiguous", "PlaceNotFound", "resolve_place"]
 
 MAX_SUGGESTIONS = 5
+
+# Japanese postal codes: 3 digits, a hyphen (of any width or style) or none, 4 digits.
+POSTAL_CODE = re.compile(r"(?:〒\s*)?([0-9]{3}[-‐‑‒–—―−ー]?[0-9]{4})(?![0-9])")
+# What separates the parts of a place: 伊達市（北海道）, "Chuo-ku, Sapporo", 北海道、伊達市.
+PART_SEPARATOR = re.compile(r"[,;、()\[\]【】「」]")
+# A romaji word of a name: letters, with a hyphen or apostrophe between letters (Kan'onji-shi).
+NAME_WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")
 
 Index = dict[str, list[Area]]
 
@@ -76,12 +91,19 @@ def resolve_place(query: str) -> Area:
         raise PlaceNotFound(
             "Type a place: a municipality's name, an address, or its local-government code."
         )
+    if postal := POSTAL_CODE.match(text):
+        text = text[postal.end() :].lstrip(" ,、")
+        if not text:
+            raise PlaceNotFound(
+                f"{postal[1]} looks like a postal code. We need the municipality's name "
+                "or its local-government code."
+            )
     digits = re.sub(r"[\s-]", "", text)  # "01100-2" and "011 002" are codes too
     if digits.isascii() and digits.isdigit():
         return _by_code(digits)
     if is_romaji(text):
-        return _by_romaji(text, romaji_key(text))
-    return _by_japanese(text, ja_key(text))
+        return _by_romaji(text)
+    return _by_japanese(text)
 
 
 def _by_code(digits: str) -> Area:
@@ -106,14 +128,20 @@ def _by_code(digits: str) -> Area:
     raise PlaceNotFound(f"No municipality has the local-government code {digits}.")
 
 
-def _by_japanese(text: str, key: str) -> Area:
+def _by_japanese(text: str) -> Area:
     gaz = gazetteer()
-    if areas := _exact(gaz, gaz.ja_full, gaz.ja_base, key):
+    parts = PART_SEPARATOR.sub(" ", text).split()
+    # The prefecture may follow the name: 伊達市（北海道）, 府中市 東京都.
+    code2 = _ja_prefecture(gaz, parts[-1]) if len(parts) > 1 else None
+    key = ja_key("".join(parts[:-1] if code2 else parts))
+    if areas := _exact(gaz, gaz.ja_full, gaz.ja_base, key, code2):
         return _one(text, areas)
-    code2 = gaz.ja_pref_full.get(key) or gaz.ja_pref_short.get(key)
-    if code2:
-        raise _prefecture_given(gaz, gaz.prefectures[code2])
-    code2, rest = _strip_prefecture(key, gaz.ja_pref_full)
+    if pref := _ja_prefecture(gaz, key):
+        raise _prefecture_given(gaz, gaz.prefectures[pref])
+    lead2, rest = _strip_prefecture(key, gaz.ja_pref_full)
+    if lead2 and code2 and lead2 != code2:
+        raise PlaceNotFound(f'"{text}" names two different prefectures.')
+    code2 = code2 or lead2
     areas = _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2) or _longest_prefix(
         gaz.ja_full, rest, code2
     )
@@ -125,13 +153,46 @@ def _by_japanese(text: str, key: str) -> Area:
     )
 
 
-def _by_romaji(text: str, key: str) -> Area:
+def _ja_prefecture(gaz: Gazetteer, name: str) -> str | None:
+    key = ja_key(name)
+    return gaz.ja_pref_full.get(key) or gaz.ja_pref_short.get(key)
+
+
+def _by_romaji(text: str) -> Area:
     gaz = gazetteer()
-    key = key.removesuffix("japan") or key
-    if areas := _exact(gaz, gaz.romaji_full, gaz.romaji_base, key):
-        return _one(text, areas)
-    if key in gaz.romaji_pref:
-        raise _prefecture_given(gaz, gaz.prefectures[gaz.romaji_pref[key]])
+    plain = "".join(ch for ch in unicodedata.normalize("NFKD", text) if ch.isascii()).lower()
+    words = [
+        (number, word)
+        for number, part in enumerate(PART_SEPARATOR.split(plain))
+        for word in part.split()
+    ]
+    # A country and a postal code close a Western address: "Chiyoda-ku, Tokyo 100-0005, Japan".
+    while len(words) > 1 and (words[-1][1] == "japan" or POSTAL_CODE.fullmatch(words[-1][1])):
+        words.pop()
+    # Most specific part first, so leading parts may be the street ("1-1 Marunouchi, ..."):
+    # try the trailing parts, longest run first.
+    starts = [i for i, (number, _) in enumerate(words) if i == 0 or words[i - 1][0] != number]
+    for start in starts:
+        run = [word for _, word in words[start:]]
+        # Reading through digits or punctuation in a word would make "S.a.p.p.o.r.o" Sapporo.
+        if not all(NAME_WORD.fullmatch(word) for word in run):
+            continue
+        key = romaji_key(" ".join(run))
+        key = key.removesuffix("japan") or key
+        if areas := _exact(gaz, gaz.romaji_full, gaz.romaji_base, key):
+            return _one(text, areas)
+        if start == 0 and key in gaz.romaji_pref:
+            raise _prefecture_given(gaz, gaz.prefectures[gaz.romaji_pref[key]])
+        if areas := _romaji_in_prefecture(gaz, key):
+            return _one(text, areas)
+    key = romaji_key(text)
+    raise PlaceNotFound(
+        f'No municipality matches "{text}".',
+        _suggest(key.removesuffix("japan") or key, (gaz.romaji_full, gaz.romaji_base)),
+    )
+
+
+def _romaji_in_prefecture(gaz: Gazetteer, key: str) -> list[Area]:
     # The prefecture may come first ("Tokyo Fuchu") or last ("Fuchu-shi, Hiroshima").
     found: list[Area] = []
     for pref_key, code2 in gaz.romaji_pref.items():
@@ -142,12 +203,7 @@ def _by_romaji(text: str, key: str) -> Area:
             rests.append(key.removesuffix(pref_key))
         for rest in filter(None, rests):
             found += _exact(gaz, gaz.romaji_full, gaz.romaji_base, rest, code2)
-    if found:
-        return _one(text, dict.fromkeys(found))
-    raise PlaceNotFound(
-        f'No municipality matches "{text}".',
-        _suggest(key, (gaz.romaji_full, gaz.romaji_base)),
-    )
+    return list(dict.fromkeys(found))
 
 
 def _in_pref(areas: Iterable[Area], code2: str | None) -> list[Area]:
