@@ -33,6 +33,15 @@ chromium:
 			apt-get install -y -qq chromium fonts-ipafont-gothic >/dev/null; \
 	fi
 
+# Benchmarks (not part of `make test`): bench-only Python packages, wrk from Debian when
+# missing and we are root, then every benchmark; results in bench/RESULTS.md (~7 min).
+bench: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && \
+		{ apt-get update -qq && apt-get install -y -qq wrk; } || \
+		echo "wrk is missing: the closed-loop benchmark will be skipped"; }
+	BENCH_VIA_MAKE=1 $(BIN)/python -m bench.run $(BENCH_ARGS)
+
 lint: $(VENV)/.installed
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench

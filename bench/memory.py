@@ -1,0 +1,87 @@
+"""Memory: the worker's RSS with 32 running jobs, against a bare Flask worker.
+
+Product: gunicorn -c gunicorn.conf.py (one gthread worker), 32 users with one running
+job each, every job polled a few times. Baseline, in the same run: a bare Flask app
+(bench/bareapp.py) in one gthread worker with 32 threads, all 32 created by 64
+concurrent slow requests. VmRSS/VmHWM from /proc/<pid>/status (pid from /healthz),
+Pss from /proc/<pid>/smaps_rollup (pages shared with the master counted in part).
+
+    python -m bench.memory
+"""
+
+import argparse
+import json
+import threading
+
+import requests
+
+from .common import Database, Server, log, rss_kib, users_with_running_jobs
+
+
+def product(db: Database, n_jobs: int = 32) -> dict:
+    db.truncate()
+    server = Server(db.url, "memory", MAX_CONCURRENT_JOBS=str(n_jobs))
+    with server:
+        health = server.health()
+        idle = rss_kib(health["pid"])
+        idle_master = rss_kib(server.proc.pid)
+        users = users_with_running_jobs(server, db, n_jobs, "mem")
+        for _ in range(3):
+            for u in users:
+                u.status()
+        health = server.health()
+        busy = rss_kib(health["pid"])
+        master = rss_kib(server.proc.pid)
+    return {
+        "jobs_running": health["jobs_running"],
+        "idle": idle,
+        "with_jobs": busy,
+        "master_idle": idle_master,
+        "master": master,
+    }
+
+
+def bare(threads: int = 32) -> dict:
+    server = Server(
+        None,
+        "memory-bare",
+        module="bench.bareapp:app",
+        conf=False,
+        args=("-w", "1", "-k", "gthread", "--threads", str(threads), "--no-control-socket"),
+    )
+    with server:
+        pid = server.worker_pid()
+        idle = rss_kib(pid)
+
+        def hold() -> None:
+            requests.get(server.url + "/hold", timeout=30)
+
+        load = [threading.Thread(target=hold) for _ in range(2 * threads)]
+        for t in load:
+            t.start()
+        for t in load:
+            t.join()
+        busy = rss_kib(pid)
+    return {"threads": threads, "idle": idle, "after_load": busy}
+
+
+def run(db: Database, n_jobs: int = 32) -> dict:
+    log(f"memory: product worker with {n_jobs} running jobs")
+    ours = product(db, n_jobs)
+    log("memory: bare Flask worker with 32 threads")
+    baseline = bare()
+    return {"product": ours, "bare_flask": baseline}
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    db = Database()
+    try:
+        out = run(db)
+    finally:
+        db.close()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""An open-loop HTTP/1.1 load generator: requests leave on a fixed timetable.
+
+wrk keeps N requests in flight and sends the next only when one returns (closed loop):
+when the server slows down, it sends less and the slow period hides (coordinated
+omission). Here B simulated browsers each poll every `interval` seconds, their phases
+spread evenly, so requests are due every interval/B seconds whatever the server does.
+A request due while its browser's connection is still busy goes out on another
+connection. Latency is measured from the time the request was *due*, so a generator
+or server that falls behind shows up in the figures instead of vanishing.
+
+Each browser keeps its connections alive between polls, like a browser; when the server
+has closed an idle one (gunicorn's keep-alive is 2 s: it closes it, or resets it when our
+request was already on its way), the request is retried once on a new connection, as
+browsers do for idempotent requests, and counted as a retry; the latency includes it.
+
+Only 127.0.0.1; bounded by duration and a per-request timeout.
+"""
+
+import asyncio
+import gc
+import time
+from dataclasses import dataclass, field
+
+from .common import USER_AGENT, percentile
+
+
+@dataclass
+class Record:
+    due: float
+    begun: float  # when the generator got to it: begun - due is the generator's own lag
+    sent: float
+    done: float
+    ok: bool
+    error: str | None = None
+
+
+class _Conn:
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader = reader
+        self.writer = writer
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class _Browser:
+    request: bytes
+    idle: list[_Conn] = field(default_factory=list)
+
+
+class _Closed(Exception):
+    """The server closed the connection before sending any byte of a response."""
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            raise _Closed() from exc
+        raise
+    except ConnectionResetError as exc:
+        # A kept-alive connection the server closed while our request was on its way:
+        # it resets it instead of answering. Browsers retry such a request too.
+        raise _Closed() from exc
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    length = 0
+    keep = lines[0].startswith("HTTP/1.1")
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name == "content-length":
+            length = int(value)
+        elif name == "connection":
+            keep = value.strip().lower() == "keep-alive" or (
+                keep and value.strip().lower() != "close"
+            )
+    body = await reader.readexactly(length) if length else b""
+    return status, body, keep
+
+
+async def _generate(
+    host: str,
+    port: int,
+    targets: list[tuple[str, str]],
+    browsers: int,
+    interval: float,
+    duration: float,
+    warmup: float,
+    timeout: float,
+    expect: bytes,
+) -> dict:
+    loop = asyncio.get_running_loop()
+    pool = [
+        _Browser(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nHX-Request: true\r\n"
+                f"User-Agent: {USER_AGENT}\r\n"
+                f"Cookie: {cookie}\r\nAccept: */*\r\n\r\n"
+            ).encode()
+        )
+        for path, cookie in (targets[i % len(targets)] for i in range(browsers))
+    ]
+    records: list[Record] = []
+    counts = {"connections": 0, "retries": 0}
+    tasks: set[asyncio.Task] = set()
+
+    async def request(b: _Browser, due: float) -> None:
+        deadline = due + timeout
+        begun = loop.time()
+        sent = None
+        for attempt in (0, 1):
+            conn = None
+            while b.idle:  # a connection the server closed while idle is of no use
+                candidate = b.idle.pop()
+                if candidate.reader.at_eof():
+                    candidate.close()
+                else:
+                    conn = candidate
+                    break
+            reused = conn is not None
+            try:
+                if conn is None:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(host, port), max(0.001, deadline - loop.time())
+                    )
+                    conn = _Conn(reader, writer)
+                    counts["connections"] += 1
+                if sent is None:
+                    sent = loop.time()
+                conn.writer.write(b.request)
+                status, body, keep = await asyncio.wait_for(
+                    _read_response(conn.reader), max(0.001, deadline - loop.time())
+                )
+            except _Closed:
+                conn.close()
+                if reused and attempt == 0:
+                    counts["retries"] += 1
+                    continue
+                records.append(
+                    Record(due, begun, sent or loop.time(), loop.time(), False, "closed")
+                )
+                return
+            except TimeoutError:
+                if conn is not None:
+                    conn.close()
+                records.append(
+                    Record(due, begun, sent or loop.time(), loop.time(), False, "timeout")
+                )
+                return
+            except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+                if conn is not None:
+                    conn.close()
+                records.append(
+                    Record(due, begun, sent or loop.time(), loop.time(), False, type(exc).__name__)
+                )
+                return
+            done = loop.time()
+            if keep:
+                b.idle.append(conn)
+            else:
+                conn.close()
+            if status != 200:
+                records.append(Record(due, begun, sent, done, False, f"http {status}"))
+            elif expect not in body:
+                records.append(Record(due, begun, sent, done, False, "unexpected body"))
+            else:
+                records.append(Record(due, begun, sent, done, True))
+            return
+
+    start = loop.time() + 0.2
+    total = int((warmup + duration) * browsers / interval)
+    step = interval / browsers
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    for k in range(total):
+        due = start + k * step
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        task = loop.create_task(request(pool[k % browsers], due))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.wait(set(tasks), timeout=timeout + 1)
+    for task in list(tasks):
+        task.cancel()
+    cpu = time.process_time() - cpu0
+    wall = time.monotonic() - wall0
+    for b in pool:
+        for conn in b.idle:
+            conn.close()
+    await asyncio.sleep(0)
+
+    measured = [r for r in records if r.due >= start + warmup]
+    ok = [r for r in measured if r.ok]
+    errors: dict[str, int] = {}
+    for r in measured:
+        if not r.ok:
+            errors[r.error] = errors.get(r.error, 0) + 1
+    latency = [(r.done - r.due) * 1e3 for r in ok]
+    service = [(r.done - r.sent) * 1e3 for r in ok]
+    lag = [(r.begun - r.due) * 1e3 for r in measured]
+    return {
+        "browsers": browsers,
+        "interval_s": interval,
+        "target_rps": browsers / interval,
+        "duration_s": duration,
+        "warmup_s": warmup,
+        "due": int(duration * browsers / interval),
+        "measured": len(measured),
+        "ok": len(ok),
+        "errors": sum(errors.values()),
+        "errors_by_kind": errors,
+        "unfinished": total - len(records),
+        "achieved_rps": len(ok) / duration,
+        "p50_ms": percentile(latency, 50),
+        "p90_ms": percentile(latency, 90),
+        "p99_ms": percentile(latency, 99),
+        "p999_ms": percentile(latency, 99.9),
+        "max_ms": max(latency, default=float("nan")),
+        "service_p50_ms": percentile(service, 50),
+        "service_p99_ms": percentile(service, 99),
+        "generator_lag_p99_ms": percentile(lag, 99),
+        "generator_lag_max_ms": max(lag, default=float("nan")),
+        "new_connections": counts["connections"],
+        "retries_on_closed_keepalive": counts["retries"],
+        "generator_cpu_share": cpu / wall if wall else float("nan"),
+    }
+
+
+def run(
+    host: str,
+    port: int,
+    targets: list[tuple[str, str]],
+    browsers: int = 1000,
+    interval: float = 2.0,
+    duration: float = 30.0,
+    warmup: float = 5.0,
+    timeout: float = 10.0,
+    expect: bytes = b"",
+) -> dict:
+    """Run the timetable and return latency percentiles (from the due time) and errors."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError("the open-loop generator only targets this machine")
+    gc.collect()
+    gc.disable()  # a collection pause would show up as generator lag
+    try:
+        return asyncio.run(
+            _generate(host, port, targets, browsers, interval, duration, warmup, timeout, expect)
+        )
+    finally:
+        gc.enable()

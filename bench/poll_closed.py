@@ -1,0 +1,133 @@
+"""Poll path, closed loop (wrk): the status fragment of running jobs against baselines.
+
+One server, one gthread worker, 32 users with one running job each. In every round wrk
+drives each endpoint in turn (the order rotates between rounds), all through the same
+Lua script cycling over the 32 users' cookies:
+
+- constant: a constant response (bench/benchapp.py)
+- select1: `SELECT 1` through the Flask-SQLAlchemy session
+- status: GET /assessments/<id>/status, the product's poll (running jobs, healthy)
+- status_nocheck: the same SELECT and template without the staleness column
+- status_reap: the reaping UPDATE on every poll, then the real status view
+
+Ratios are taken per round (the two endpoints measured minutes apart at most) and the
+median over rounds is reported.
+
+    python -m bench.poll_closed [--rounds 3] [--duration 6]
+"""
+
+import argparse
+import json
+
+from . import wrk
+from .common import Database, Server, count_running, log, median, users_with_running_jobs
+
+ENDPOINTS = ("constant", "select1", "status", "status_nocheck", "status_reap")
+
+
+def paths(user) -> dict[str, str]:
+    return {
+        "constant": "/bench/constant",
+        "select1": "/bench/select1",
+        "status": user.status_path,
+        "status_nocheck": f"/bench/status-nocheck/{user.job_id}",
+        "status_reap": f"/bench/status-reap-every-poll/{user.job_id}",
+    }
+
+
+def run(
+    db: Database,
+    rounds: int = 3,
+    duration: float = 6,
+    warmup: float = 2,
+    connections: int = 16,
+    n_users: int = 32,
+    threads: str = "8",
+) -> dict:
+    db.truncate()
+    server = Server(
+        db.url, "poll_closed", MAX_CONCURRENT_JOBS=str(n_users), GUNICORN_THREADS=threads
+    )
+    with server:
+        users = users_with_running_jobs(server, db, n_users, "closed")
+        lines = {ep: [(paths(u)[ep], u.cookie) for u in users] for ep in ENDPOINTS}
+        skipped = {}
+        for ep in ENDPOINTS:  # every endpoint answers 200 before it is measured
+            r = users[0].http.get(server.url + lines[ep][0][0], headers={"HX-Request": "true"})
+            if r.status_code != 200:
+                if ep in ("constant", "select1", "status"):
+                    raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
+                skipped[ep] = f"answered {r.status_code}; see {server.log_path}"
+                log(f"poll_closed: {ep} skipped: {skipped[ep]}")
+        measured = tuple(ep for ep in ENDPOINTS if ep not in skipped)
+        log(f"poll_closed: warm-up {warmup:g} s per endpoint")
+        for ep in measured:
+            wrk.run(server.url, lines[ep], warmup, connections)
+        results: dict[str, list[dict]] = {ep: [] for ep in measured}
+        for r in range(rounds):
+            order = measured[r % len(measured) :] + measured[: r % len(measured)]
+            for ep in order:
+                res = wrk.run(server.url, lines[ep], duration, connections)
+                results[ep].append(res.brief())
+                log(f"poll_closed round {r + 1}/{rounds} {ep}: {res.rps:.0f} req/s")
+        running_after = count_running(db, users)
+        fragment_after = users[-1].status()
+    rps = {ep: [x["rps"] for x in results[ep]] for ep in measured}
+
+    def ratio(a: str, b: str) -> dict:
+        if a not in rps or b not in rps:
+            return {"median": float("nan"), "rounds": [], "skipped": True}
+        per_round = [x / y for x, y in zip(rps[a], rps[b], strict=True)]
+        return {"median": median(per_round), "rounds": per_round}
+
+    return {
+        "rounds": rounds,
+        "duration_s": duration,
+        "connections": connections,
+        "gunicorn_threads": int(threads),
+        "users": n_users,
+        "endpoints": {
+            ep: {
+                "rps_median": median(rps[ep]),
+                "p50_ms_median": median([x["p50_ms"] for x in results[ep]]),
+                "p99_ms_median": median([x["p99_ms"] for x in results[ep]]),
+                "errors": sum(x["errors"] for x in results[ep]),
+                "requests": sum(x["requests"] for x in results[ep]),
+                "rounds": results[ep],
+            }
+            for ep in measured
+        },
+        "skipped": skipped,
+        "ratios": {
+            "status/constant": ratio("status", "constant"),
+            "status/select1": ratio("status", "select1"),
+            "status/status_nocheck": ratio("status", "status_nocheck"),
+            "status_reap/status": ratio("status_reap", "status"),
+        },
+        "jobs_running_after": running_after,
+        "fragment_after": fragment_after,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=6)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--threads", default="8", help="GUNICORN_THREADS")
+    args = parser.parse_args()
+    db = Database()
+    try:
+        out = run(
+            db, args.rounds, args.duration, connections=args.connections, threads=args.threads
+        )
+    finally:
+        db.close()
+    for ep in out["endpoints"].values():
+        for r in ep["rounds"]:
+            r.pop("output", None)
+    print(json.dumps(out, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""Where a poll's time goes: per-call costs of its parts, in-process, one thread.
+
+No gunicorn and no other thread: each part runs N times in a row against the benchmark
+database and the best of a few repeats is kept. The parts add up to roughly one poll
+(the Flask test client runs the whole request without the HTTP server):
+
+- whole requests through the test client: constant, SELECT 1, the status fragment, and
+  the status fragment with Flask-Login's template context processor (which loads the
+  user for `current_user` on every render_template) taken out;
+- Flask-Login's user load (`db.session.get(User, id)`), with the pool checkout it
+  triggers (pool_pre_ping: a round trip of its own), against a raw psycopg PK SELECT;
+- the poll's SELECT (jobs.VIEW_SQL) through the ORM session, through Core on a pooled
+  connection (the app's pool: ping on checkout, rollback on return), through Core on a
+  pool without either (autocommit), through raw psycopg, and the same raw SELECT without
+  the staleness column (alternating with it, best of many); jobs.view() as a whole;
+- the status template.
+
+    python -m bench.poll_parts
+"""
+
+import argparse
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+
+from .common import USER_AGENT, Database, log
+
+
+def _best_ms(fn: Callable[[], object], n: int, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best * 1e3
+
+
+def _psycopg_sql(sql: str) -> str:
+    return re.sub(r"(?<!:):(\w+)", r"%(\1)s", sql)
+
+
+def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
+    import psycopg
+    from flask import render_template
+    from flask_login.utils import _create_identifier
+    from flask_migrate import upgrade
+    from sqlalchemy import create_engine
+
+    os.environ["DATABASE_URL"] = db.url
+    os.environ.setdefault("SECRET_KEY", "bench-secret")
+    from app import jobs
+    from app.extensions import db as sa
+    from app.models import User
+
+    from . import benchapp
+
+    app = benchapp.app
+    app.config["JOB_LEASE_SECONDS"] = 3600  # the row below must never look stale here
+    with app.app_context():
+        upgrade()
+        sa.session.remove()
+    db.truncate()
+    with db.connect() as conn:
+        uid = conn.execute(
+            "INSERT INTO users (email, password_hash) VALUES ('parts@bench.example', 'x')"
+            " RETURNING id"
+        ).fetchone()[0]
+        job_id = conn.execute(
+            "INSERT INTO assessment_jobs (user_id, query_text, lang, status, started_at,"
+            " heartbeat_at, step) VALUES (%s, '札幌市', 'en', 'running', now(), now(),"
+            " 'Fetching') RETURNING id",
+            (uid,),
+        ).fetchone()[0]
+
+    client = app.test_client()
+    headers = {"User-Agent": USER_AGENT, "HX-Request": "true"}
+    with app.test_request_context(headers={"User-Agent": USER_AGENT}):
+        identifier = _create_identifier()
+    with client.session_transaction(headers={"User-Agent": USER_AGENT}) as session:
+        session.update({"_user_id": str(uid), "_fresh": True, "_id": identifier})
+
+    def get(path: str) -> Callable[[], None]:
+        def call() -> None:
+            r = client.get(path, headers=headers)
+            if r.status_code != 200:
+                raise RuntimeError(f"{path}: {r.status_code}")
+
+        return call
+
+    status_path = f"/assessments/{job_id}/status"
+    client.get(status_path, headers=headers)  # the first answer may refresh the session
+    if "Set-Cookie" in client.get(status_path, headers=headers).headers:
+        raise RuntimeError("every status response rewrites the session cookie")
+    out: dict[str, float] = {}
+    log("poll_parts: whole requests through the test client")
+    out["request_constant_ms"] = _best_ms(get("/bench/constant"), n, repeats)
+    out["request_select1_ms"] = _best_ms(get("/bench/select1"), n, repeats)
+    out["request_status_ms"] = _best_ms(get(status_path), n, repeats)
+    # Flask-Login's context processor loads the user (an ORM get) on every render_template.
+    processors = app.template_context_processors[None]
+    kept = list(processors)
+    processors[:] = [f for f in kept if f.__name__ != "_user_context_processor"]
+    if len(processors) < len(kept):
+        out["request_status_without_user_context_processor_ms"] = _best_ms(
+            get(status_path), n, repeats
+        )
+    processors[:] = kept
+
+    log("poll_parts: the parts")
+    raw = psycopg.connect(db.url, autocommit=True)
+    plain_engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"], pool_pre_ping=False)
+    # The same pool without the ping on checkout and without BEGIN/ROLLBACK around a read.
+    lean_engine = create_engine(
+        app.config["SQLALCHEMY_DATABASE_URI"], pool_pre_ping=False, isolation_level="AUTOCOMMIT"
+    )
+    with app.app_context():
+
+        def pool_checkout() -> None:
+            with sa.engine.connect():
+                pass
+
+        def pool_checkout_noping() -> None:
+            with plain_engine.connect():
+                pass
+
+        def orm_user() -> None:
+            sa.session.get(User, uid)
+            sa.session.remove()  # what Flask-SQLAlchemy does at the end of a request
+
+        def raw_user() -> None:
+            raw.execute(
+                "SELECT id, email, role, point_balance FROM users WHERE id = %s", (uid,)
+            ).fetchone()
+
+        params = {"id": job_id, "user": uid, "lease": 3600.0, "deadline": 7200.0}
+
+        def view_sql_session() -> None:
+            sa.session.execute(jobs.VIEW_SQL, params).first()
+            sa.session.rollback()
+
+        raw_view = _psycopg_sql(jobs.VIEW_SQL.text)
+        raw_view_nocheck = _psycopg_sql(jobs.VIEW_SQL.text.replace(jobs.STALE, "false"))
+
+        def view_sql_core() -> None:
+            with sa.engine.connect() as conn:
+                conn.execute(jobs.VIEW_SQL, params).first()
+
+        def view_sql_core_autocommit_noping() -> None:
+            with lean_engine.connect() as conn:
+                conn.execute(jobs.VIEW_SQL, params).first()
+
+        def view_sql_raw() -> None:
+            raw.execute(raw_view, params).fetchone()
+
+        def view_sql_raw_nocheck() -> None:
+            raw.execute(raw_view_nocheck, {"id": job_id, "user": uid}).fetchone()
+
+        out["pool_checkout_pre_ping_ms"] = _best_ms(pool_checkout, n, repeats)
+        out["pool_checkout_no_ping_ms"] = _best_ms(pool_checkout_noping, n, repeats)
+        out["orm_get_user_ms"] = _best_ms(orm_user, n, repeats)
+        out["raw_select_user_ms"] = _best_ms(raw_user, n, repeats)
+        out["view_sql_session_ms"] = _best_ms(view_sql_session, n, repeats)
+        out["view_sql_core_ms"] = _best_ms(view_sql_core, n, repeats)
+        out["view_sql_core_autocommit_noping_ms"] = _best_ms(
+            view_sql_core_autocommit_noping, n, repeats
+        )
+        # The staleness column's cost is a few microseconds: A and B alternate, many times.
+        with_check, without = float("inf"), float("inf")
+        for _ in range(3 * repeats):
+            with_check = min(with_check, _best_ms(view_sql_raw, n, 1))
+            without = min(without, _best_ms(view_sql_raw_nocheck, n, 1))
+        out["view_sql_raw_ms"] = with_check
+        out["view_sql_raw_nocheck_ms"] = without
+        out["raw_select_1_ms"] = _best_ms(lambda: raw.execute("SELECT 1").fetchone(), n, repeats)
+
+    with app.test_request_context(status_path, headers=headers):
+        job = jobs.view(job_id, uid)
+        out["jobs_view_ms"] = _best_ms(lambda: jobs.view(job_id, uid), n, repeats)
+        out["template_ms"] = _best_ms(
+            lambda: render_template("partials/_job_status.html", job=job, report=None, oob=True),
+            n,
+            repeats,
+        )
+        sa.session.remove()
+    raw.close()
+    plain_engine.dispose()
+    lean_engine.dispose()
+    with app.app_context():
+        sa.engine.dispose()
+    return out
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    db = Database()
+    try:
+        out = run(db)
+    finally:
+        db.close()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

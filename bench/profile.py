@@ -1,0 +1,127 @@
+"""Profile the worker with py-spy while wrk drives one endpoint; print where the GIL goes.
+
+    python -m bench.profile [status|constant|select1|status_nocheck|status_reap] [--seconds 10]
+
+py-spy samples only the thread holding the GIL (--gil): one gthread worker is bound to
+one core by the GIL, so that is the time that limits its throughput. The raw samples
+go to bench/logs/profile-<endpoint>.txt (collapsed stacks: flamegraph.pl and speedscope
+read them).
+"""
+
+import argparse
+import collections
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from . import poll_closed, wrk
+from .common import BIN, LOGS, Database, Server, log, users_with_running_jobs
+
+
+def py_spy() -> str:
+    found = shutil.which("py-spy") or str(BIN / "py-spy")
+    return found
+
+
+def record(pid: int, seconds: float, out: str, fmt: str = "raw", gil: bool = True) -> None:
+    cmd = [py_spy(), "record", "-p", str(pid), "-d", f"{seconds:g}", "-r", "200"]
+    cmd += ["-f", fmt, "-o", out, "--nonblocking"]
+    if gil:
+        cmd.append("--gil")
+    subprocess.run(cmd, check=True, capture_output=True, timeout=seconds + 60)
+
+
+def summarize(raw_path: str, top: int = 40) -> str:
+    """Inclusive and self shares per function from py-spy's collapsed stacks."""
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    with open(raw_path) as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not stack:
+                continue
+            n = int(count)
+            total += n
+            frames = [re.sub(r" \((.*?):\d+\)$", r" (\1)", fr) for fr in stack.split(";")]
+            for fr in set(frames):
+                inclusive[fr] += n
+            own[frames[-1]] += n
+    lines = [f"{total} samples with the GIL held", "", "inclusive  function"]
+    lines += [f"{100 * n / total:6.1f} %  {fr}" for fr, n in inclusive.most_common(top)]
+    lines += ["", "self       function"]
+    lines += [f"{100 * n / total:6.1f} %  {fr}" for fr, n in own.most_common(top)]
+    return "\n".join(lines)
+
+
+def profile(server: Server, lines: list[tuple[str, str]], name: str, seconds: float) -> str:
+    pid = server.worker_pid()
+    raw = str(LOGS / f"profile-{name}.txt")
+    load = threading.Thread(
+        target=wrk.run, args=(server.url, lines, seconds + 4), kwargs={"connections": 16}
+    )
+    load.start()
+    try:
+        time.sleep(1.5)
+        record(pid, seconds, raw)
+    finally:
+        load.join()
+    return summarize(raw)
+
+
+def profile_submit(db: Database, seconds: float) -> str:
+    """Profile the worker while one user submits, one job at a time (jobs take no time)."""
+    from .common import User
+
+    server = Server(db.url, "profile-submit", ASSESSMENT_WORK_SECONDS="0", SIGNUP_POINTS="100000")
+    with server:
+        user = User(server, "profiler@bench.example").signup()
+        stop = threading.Event()
+
+        def submit_loop() -> None:
+            deadline = time.monotonic() + seconds + 10
+            while not stop.is_set() and time.monotonic() < deadline:
+                if user.submit().status_code == 409:  # the previous one is still finishing
+                    time.sleep(0.001)
+
+        load = threading.Thread(target=submit_loop)
+        load.start()
+        raw = str(LOGS / "profile-submit.txt")
+        try:
+            time.sleep(1)
+            record(server.worker_pid(), seconds, raw)
+        finally:
+            stop.set()
+            load.join()
+    return summarize(raw)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "endpoint", nargs="?", default="status", choices=(*poll_closed.ENDPOINTS, "submit")
+    )
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--users", type=int, default=32)
+    args = parser.parse_args()
+    db = Database()
+    try:
+        db.truncate()
+        if args.endpoint == "submit":
+            print(profile_submit(db, args.seconds))
+            return
+        with Server(db.url, "profile", MAX_CONCURRENT_JOBS=str(args.users)) as server:
+            users = users_with_running_jobs(server, db, args.users, "prof")
+            lines = [(poll_closed.paths(u)[args.endpoint], u.cookie) for u in users]
+            log(f"profiling {args.endpoint} for {args.seconds:g} s")
+            print(profile(server, lines, args.endpoint, args.seconds))
+    finally:
+        db.close()
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

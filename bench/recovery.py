@@ -1,0 +1,253 @@
+"""Recovery: how soon the page tells the truth after the worker dies or is stopped.
+
+SIGKILL: a user's job is running and charged; the worker is killed at a random point
+of the heartbeat cycle; the browser keeps polling every POLL_INTERVAL_SECONDS from the
+moment of the kill. Measured: the time from the kill until a poll answers the settled,
+truthful fragment (data-billing="refunded", no hx-trigger). gunicorn's master forks a
+new worker by itself; the reaper is the poll. Target: <= JOB_LEASE_SECONDS + one poll
+interval.
+
+SIGTERM: N jobs run; the master gets SIGTERM. Measured: signal -> master exit, and
+whether every job was failed, refunded and finalized in the database before the exit
+(finalized_at on the database clock against the client's clock at exit, same machine).
+Target: < 1 s, settled before exit.
+
+    python -m bench.recovery [--kills 5]
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import time
+
+import requests
+
+from .common import (
+    Database,
+    Server,
+    User,
+    log,
+    median,
+    parse_fragment,
+    users_with_running_jobs,
+    wait_until,
+)
+
+LEASE = 3.0
+HEARTBEAT = 1.0
+POLL = 0.5
+
+
+def _wait_charged(user: User, timeout: float = 20) -> None:
+    wait_until(lambda: user.status()[:2] == ("running", "charged"), timeout, "a charged job")
+
+
+def kill_trials(db: Database, trials: int) -> list[dict]:
+    server = Server(
+        db.url,
+        "recovery-kill",
+        JOB_LEASE_SECONDS=str(LEASE),
+        JOB_HEARTBEAT_SECONDS=str(HEARTBEAT),
+        POLL_INTERVAL_SECONDS=str(POLL),
+    )
+    out = []
+    with server:
+        for i in range(trials):
+            user = User(server, f"kill{i}@bench.example").signup()
+            r = user.submit()
+            if r.status_code != 303:
+                raise RuntimeError(f"submit: {r.status_code} {r.text[:200]}")
+            _wait_charged(user)
+            time.sleep(random.uniform(0, HEARTBEAT))  # any point of the heartbeat cycle
+            pid = server.worker_pid()
+            beat_age = db.scalar(
+                "SELECT extract(epoch FROM clock_timestamp() - heartbeat_at)::float"
+                " FROM assessment_jobs WHERE id = %s",
+                (user.job_id,),
+            )
+            os.kill(pid, signal.SIGKILL)
+            t0 = time.monotonic()
+            timeline, k, settled_at, first_answer = [], 0, None, None
+            while time.monotonic() - t0 < 30:
+                due = t0 + k * POLL
+                k += 1
+                if (pause := due - time.monotonic()) > 0:
+                    time.sleep(pause)
+                try:
+                    resp = user.http.get(
+                        server.url + user.status_path, headers={"HX-Request": "true"}, timeout=10
+                    )
+                except requests.RequestException as exc:
+                    timeline.append((round(time.monotonic() - t0, 3), type(exc).__name__))
+                    continue
+                at = time.monotonic() - t0
+                if resp.status_code != 200:
+                    timeline.append((round(at, 3), f"http {resp.status_code}"))
+                    continue
+                status, billing, settled = parse_fragment(resp.text)
+                first_answer = first_answer if first_answer is not None else at
+                timeline.append((round(at, 3), status, billing, settled))
+                if settled:
+                    settled_at = at
+                    break
+            new_pid = server.worker_pid()
+            ledger = db.rows(
+                "SELECT (SELECT count(*) FROM point_ledger"
+                "   WHERE job_id = %(j)s AND kind = 'consume'),"
+                " (SELECT count(*) FROM point_ledger r JOIN point_ledger c ON r.refund_of = c.id"
+                "   WHERE c.job_id = %(j)s AND r.kind = 'refund'),"
+                " (SELECT point_balance FROM users u JOIN assessment_jobs j ON j.user_id = u.id"
+                "   WHERE j.id = %(j)s)",
+                {"j": user.job_id},
+            )[0]
+            final = timeline[-1] if timeline else None
+            out.append(
+                {
+                    "seconds_to_settled": settled_at,
+                    "heartbeat_age_at_kill_s": beat_age,
+                    "seconds_to_first_answer": first_answer,
+                    "final": final,
+                    "truthful": bool(
+                        final
+                        and len(final) == 4
+                        and final[2] == "refunded"
+                        and ledger[0] == 1
+                        and ledger[1] == 1
+                    ),
+                    "consumes": ledger[0],
+                    "refunds": ledger[1],
+                    "balance_after": ledger[2],
+                    "new_worker": new_pid != pid,
+                    "timeline": timeline,
+                }
+            )
+            log(f"recovery kill {i + 1}/{trials}: settled after {settled_at} s")
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """True while pid runs (a zombie, exited but not yet reaped by its master, is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def term_trial(db: Database, n_jobs: int, tag: str) -> dict:
+    server = Server(
+        db.url,
+        f"recovery-term-{tag}",
+        JOB_LEASE_SECONDS=str(LEASE),
+        JOB_HEARTBEAT_SECONDS=str(HEARTBEAT),
+        POLL_INTERVAL_SECONDS=str(POLL),
+        MAX_CONCURRENT_JOBS=str(max(n_jobs, 8)),
+    )
+    server.start()
+    try:
+        users = users_with_running_jobs(server, db, n_jobs, f"term{tag}-")
+        ids = [str(u.job_id) for u in users]
+        worker = server.worker_pid()
+        t_wall = time.time()
+        t0 = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        worker_exit_s = None
+        while server.proc.poll() is None and time.monotonic() - t0 < 30:
+            if worker_exit_s is None and not _alive(worker):
+                worker_exit_s = time.monotonic() - t0
+            time.sleep(0.002)
+        server.proc.wait(30)
+        exit_s = time.monotonic() - t0
+        exit_wall = t_wall + exit_s
+    finally:
+        server.stop(signal.SIGKILL)
+    rows = db.rows(
+        "SELECT j.status, j.finalized_at IS NOT NULL, extract(epoch FROM j.finalized_at),"
+        " EXISTS (SELECT 1 FROM point_ledger r JOIN point_ledger c ON r.refund_of = c.id"
+        "   WHERE c.job_id = j.id AND r.kind = 'refund')"
+        " FROM assessment_jobs j WHERE j.id = ANY(%s::uuid[])",
+        (ids,),
+    )
+    settled = [r for r in rows if r[0] == "failed" and r[1] and r[3]]
+    last_final = max((float(r[2]) for r in rows if r[2] is not None), default=float("nan"))
+    return {
+        "jobs": n_jobs,
+        "seconds_to_worker_exit": worker_exit_s,
+        "seconds_to_master_exit": exit_s,
+        "jobs_settled": len(settled),
+        "last_finalized_after_signal_s": last_final - t_wall,
+        "settled_before_exit": len(settled) == n_jobs and last_final <= exit_wall,
+    }
+
+
+def term_bare() -> dict:
+    """Baseline: SIGTERM to a bare Flask app's gunicorn while a client holds a keep-alive."""
+    server = Server(
+        None,
+        "recovery-term-bare",
+        module="bench.bareapp:app",
+        conf=False,
+        args=("-w", "1", "-k", "gthread", "--threads", "8", "--no-control-socket"),
+    )
+    server.start()
+    try:
+        client = requests.Session()
+        client.get(server.url + "/healthz", timeout=5)  # a browser's kept-alive connection
+        worker = server.worker_pid()
+        t0 = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        worker_exit_s = None
+        while server.proc.poll() is None and time.monotonic() - t0 < 30:
+            if worker_exit_s is None and not _alive(worker):
+                worker_exit_s = time.monotonic() - t0
+            time.sleep(0.002)
+        exit_s = time.monotonic() - t0
+        client.close()
+    finally:
+        server.stop(signal.SIGKILL)
+    return {"seconds_to_worker_exit": worker_exit_s, "seconds_to_master_exit": exit_s}
+
+
+def run(db: Database, kills: int = 5, term_sizes: tuple[int, ...] = (1, 8, 32)) -> dict:
+    db.truncate()
+    log(f"recovery: {kills} SIGKILL trials (lease {LEASE:g} s, poll {POLL:g} s)")
+    killed = kill_trials(db, kills)
+    terms = []
+    for n in term_sizes:
+        log(f"recovery: SIGTERM with {n} running job(s)")
+        terms.append(term_trial(db, n, str(n)))
+    log("recovery: SIGTERM to a bare Flask app (baseline)")
+    bare = term_bare()
+    times = [k["seconds_to_settled"] for k in killed if k["seconds_to_settled"] is not None]
+    return {
+        "lease_s": LEASE,
+        "heartbeat_s": HEARTBEAT,
+        "poll_s": POLL,
+        "kill": {
+            "trials": killed,
+            "median_s": median(times),
+            "max_s": max(times, default=float("nan")),
+            "all_truthful": all(k["truthful"] for k in killed),
+            "all_settled": len(times) == len(killed),
+        },
+        "term": terms,
+        "term_bare_flask": bare,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=5)
+    args = parser.parse_args()
+    db = Database()
+    try:
+        out = run(db, args.kills)
+    finally:
+        db.close()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

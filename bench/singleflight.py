@@ -1,0 +1,136 @@
+"""Single-flight: upstream calls per 100 concurrent misses of one key, and a hit's cost.
+
+In-process, against app.singleflight.SingleFlightCache:
+- misses: 100 threads released together by a barrier ask for one new key whose
+  upstream call takes 50 ms; counted: upstream calls (target 1). Baseline, same run:
+  "look in a locked TTLCache, else fetch and store" (what the cache replaces).
+- hits: the cost per call of get() on a cached key, with and without the per-job
+  counter that app/assessment/work.py passes; baselines: a plain dict lookup, a
+  cachetools.TTLCache lookup, and a TTLCache lookup under a threading.Lock. Best of
+  7 repeats (the least disturbed by the noisy machine).
+
+    python -m bench.singleflight
+"""
+
+import argparse
+import json
+import threading
+import time
+from collections.abc import Callable
+
+from cachetools import TTLCache
+
+from app.singleflight import CacheStats, SingleFlightCache
+
+UPSTREAM_SECONDS = 0.05
+
+
+def _storm(get: Callable[[object, Callable[[], int]], int], key: object, threads: int) -> int:
+    calls = 0
+    lock = threading.Lock()
+
+    def upstream() -> int:
+        nonlocal calls
+        with lock:
+            calls += 1
+        time.sleep(UPSTREAM_SECONDS)
+        return 42
+
+    barrier = threading.Barrier(threads)
+    results: list[int] = []
+
+    def caller() -> None:
+        barrier.wait(timeout=10)
+        results.append(get(key, upstream))
+
+    pool = [threading.Thread(target=caller) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=10)
+    if len(results) != threads or set(results) != {42}:
+        raise RuntimeError(f"storm: {len(results)} results {set(results)}")
+    return calls
+
+
+def misses(rounds: int = 20, threads: int = 100) -> dict:
+    cache = SingleFlightCache(maxsize=1024, ttl=300)
+    ours = [_storm(cache.get, ("elevation", f"tile-{r}"), threads) for r in range(rounds)]
+
+    naive_store: TTLCache = TTLCache(maxsize=1024, ttl=300)
+    naive_lock = threading.Lock()
+
+    def naive_get(key: object, factory: Callable[[], int]) -> int:
+        with naive_lock:
+            if key in naive_store:
+                return naive_store[key]
+        value = factory()
+        with naive_lock:
+            naive_store[key] = value
+        return value
+
+    naive = [_storm(naive_get, ("elevation", f"tile-{r}"), threads) for r in range(rounds)]
+    return {
+        "threads": threads,
+        "rounds": rounds,
+        "upstream_calls_per_round": ours,
+        "max_calls": max(ours),
+        "naive_calls_per_round": naive,
+        "naive_mean_calls": sum(naive) / len(naive),
+    }
+
+
+def _per_call_ns(fn: Callable[[], object], n: int, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best
+
+
+def hits(n: int = 200_000, repeats: int = 7) -> dict:
+    key = ("elevation", "12/3640/1514")
+    value = {"min_m": 1.0}
+    cache = SingleFlightCache(maxsize=4096, ttl=300)
+    cache.get(key, lambda: value)
+    counter = CacheStats()
+    plain = {key: value}
+    ttl: TTLCache = TTLCache(maxsize=4096, ttl=300)
+    ttl[key] = value
+    lock = threading.Lock()
+
+    def factory() -> dict:
+        raise AssertionError("a hit must not call upstream")
+
+    def locked_ttl() -> dict:
+        with lock:
+            return ttl[key]
+
+    loop = _per_call_ns(lambda: None, n, repeats)  # the loop and call overhead itself
+    out = {
+        "calls": n,
+        "empty_call_ns": loop,
+        "singleflight_get_ns": _per_call_ns(lambda: cache.get(key, factory), n, repeats),
+        "singleflight_get_counter_ns": _per_call_ns(
+            lambda: cache.get(key, factory, counter), n, repeats
+        ),
+        "dict_ns": _per_call_ns(lambda: plain[key], n, repeats),
+        "ttlcache_ns": _per_call_ns(lambda: ttl[key], n, repeats),
+        "locked_ttlcache_ns": _per_call_ns(locked_ttl, n, repeats),
+    }
+    return out
+
+
+def run() -> dict:
+    return {"misses": misses(), "hits": hits()}
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    print(json.dumps(run(), indent=2))
+
+
+if __name__ == "__main__":
+    main()

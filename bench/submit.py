@@ -1,0 +1,305 @@
+"""Submit: from POST /assessments to the job running, against RQ on the local Redis.
+
+All one at a time (one job in flight per user), each job finished before the next
+submit, every figure from the same run:
+
+- ours: POST /assessments -> the job's row `running`. The figure is started_at (set by
+  the job thread's `UPDATE ... SET status = 'running'`, the database clock) minus the
+  client's clock just before the request's bytes go out on the socket: one machine,
+  one clock. The POST is sent from a raw keep-alive socket so that no HTTP client
+  library's own time is counted.
+- RQ, enqueue -> start: Queue.enqueue() of a job whose first line reads the clock,
+  with SimpleWorker (runs jobs in the worker process) and the default forking Worker.
+  This is the issue's baseline; it contains no web request at all.
+- Flask + RQ, POST -> start: POST /bench/rq-submit (bench/benchapp.py) does what POST
+  /assessments does before the INSERT (login, CSRF form, place, balance check), then
+  enqueues to RQ (SimpleWorker): the same measurement as ours for a queue-based design.
+
+    python -m bench.submit [--n 200]
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+
+from .common import (
+    BIN,
+    LOGS,
+    PLACE,
+    ROOT,
+    USER_AGENT,
+    Database,
+    Server,
+    User,
+    log,
+    median,
+    percentile,
+    wait_until,
+)
+
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+SETTLE_PAUSE = 0.02  # after each submit, before the client starts asking whether it is done
+
+
+def _stats(values_ms: list[float]) -> dict:
+    return {
+        "n": len(values_ms),
+        "median_ms": median(values_ms),
+        "p90_ms": percentile(values_ms, 90),
+        "p99_ms": percentile(values_ms, 99),
+        "max_ms": max(values_ms, default=float("nan")),
+    }
+
+
+class RawPost:
+    """A keep-alive socket that sends a prebuilt form POST and reads the response head."""
+
+    def __init__(self, port: int, cookie: str):
+        self.port = port
+        self.cookie = cookie
+        self.sock: socket.socket | None = None
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def post(self, path: str, form: dict[str, str]) -> tuple[float, int, dict[str, str]]:
+        """Return (wall-clock time the bytes went out, status, headers)."""
+        body = urllib.parse.urlencode(form).encode()
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            f"User-Agent: {USER_AGENT}\r\nCookie: {self.cookie}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        for attempt in (0, 1):
+            if self.sock is None:
+                self.sock = self._connect()
+            t0 = time.time()
+            try:
+                self.sock.sendall(request)
+                return (t0, *self._read())
+            except (ConnectionError, EOFError):
+                self.sock.close()
+                self.sock = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _read(self) -> tuple[int, dict[str, str]]:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError()
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers.get("content-length", "0"))
+        while len(rest) < length:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError()
+            rest += chunk
+        if headers.get("connection", "").lower() == "close":
+            self.sock.close()
+            self.sock = None
+        return int(lines[0].split(" ", 2)[1]), headers
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+
+
+@contextlib.contextmanager
+def rq_worker(worker_class: str) -> Iterator[tuple[object, str]]:
+    """An `rq worker` process of worker_class on a queue of its own; yields (redis, queue)."""
+    from redis import Redis
+    from rq import Queue, Worker
+
+    redis = Redis.from_url(REDIS_URL)
+    redis.ping()
+    name = f"bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    short = worker_class.rsplit(".", 1)[-1]
+    LOGS.mkdir(parents=True, exist_ok=True)
+    with open(LOGS / f"rq-{short}.log", "ab") as logf:
+        proc = subprocess.Popen(
+            [str(BIN / "rq"), "worker", "-u", REDIS_URL, "-w", worker_class, "-q", name],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until(
+                lambda: any(name in w.queue_names() for w in Worker.all(connection=redis)),
+                timeout=20,
+                what=f"rq {short} to start",
+            )
+            yield redis, name
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            Queue(name, connection=redis).delete(delete_jobs=True)
+
+
+def _rq_started(redis, job_id: str) -> float:
+    """Wait for an RQ job to finish; return the time its function started."""
+    from rq.job import Job
+
+    job = Job.fetch(job_id, connection=redis)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        result = job.latest_result()
+        if result is not None:
+            if result.return_value is None:
+                raise RuntimeError(f"rq job {job_id}: {result.type} {result.exc_string}")
+            return result.return_value
+        time.sleep(0.002)
+    raise RuntimeError(f"rq job {job_id} did not run")
+
+
+def ours(server: Server, db: Database, n: int, warmup: int) -> dict:
+    user = User(server, "submitter@bench.example").signup()
+    client = RawPost(server.port, user.cookie)
+    form = {"query": PLACE, "lang": "en", "csrf_token": user.csrf()}
+    post_to_running, response = [], []
+    statuses: dict[str, int] = {}
+    with db.connect() as conn:
+        for i in range(warmup + n):
+            t0, status, headers = client.post("/assessments", form)
+            t1 = time.time()
+            if status != 303:
+                raise RuntimeError(f"submit {i}: {status}")
+            job_id = headers["location"].rstrip("/").rsplit("/", 1)[-1]
+            time.sleep(SETTLE_PAUSE)
+            deadline = time.monotonic() + 10
+            row = None
+            while time.monotonic() < deadline:
+                row = conn.execute(
+                    "SELECT status, extract(epoch FROM started_at) FROM assessment_jobs"
+                    " WHERE id = %s",
+                    (job_id,),
+                ).fetchone()
+                if row[0] in ("succeeded", "failed"):
+                    break
+                time.sleep(0.002)
+            else:
+                raise RuntimeError(f"job {job_id} did not finish: {row}")
+            statuses[row[0]] = statuses.get(row[0], 0) + 1
+            if i >= warmup:
+                post_to_running.append((float(row[1]) - t0) * 1e3)
+                response.append((t1 - t0) * 1e3)
+    client.close()
+    return {
+        "post_to_running": _stats(post_to_running),
+        "post_response": _stats(response),
+        "job_statuses": statuses,
+    }
+
+
+def flask_rq(server: Server, redis, n: int, warmup: int) -> dict:
+    user = User(server, "rq-submitter@bench.example").signup()
+    client = RawPost(server.port, user.cookie)
+    form = {"query": PLACE, "lang": "en", "csrf_token": user.csrf()}
+    post_to_start, response = [], []
+    for i in range(warmup + n):
+        t0, status, headers = client.post("/bench/rq-submit", form)
+        t1 = time.time()
+        if status != 303:
+            raise RuntimeError(f"rq-submit {i}: {status}")
+        time.sleep(SETTLE_PAUSE)
+        started = _rq_started(redis, headers["location"].rsplit("/", 1)[-1])
+        if i >= warmup:
+            post_to_start.append((started - t0) * 1e3)
+            response.append((t1 - t0) * 1e3)
+    client.close()
+    return {"post_to_start": _stats(post_to_start), "post_response": _stats(response)}
+
+
+def rq_enqueue(redis, queue_name: str, n: int, warmup: int) -> dict:
+    from rq import Queue
+
+    from . import rqjob
+
+    queue = Queue(queue_name, connection=redis)
+    latencies = []
+    for i in range(warmup + n):
+        t0 = time.time()
+        job = queue.enqueue(rqjob.started)
+        time.sleep(SETTLE_PAUSE)
+        started = _rq_started(redis, job.id)
+        if i >= warmup:
+            latencies.append((started - t0) * 1e3)
+    return _stats(latencies)
+
+
+def run(db: Database, n: int = 200, warmup: int = 10, forking: bool = True) -> dict:
+    db.truncate()
+    out: dict = {"n": n}
+    try:
+        simple = rq_worker("rq.worker.SimpleWorker")
+        redis, queue_name = simple.__enter__()
+    except Exception as exc:  # noqa: BLE001 - no Redis: ours alone
+        out["rq_error"] = f"{type(exc).__name__}: {exc}"
+        simple = None
+        queue_name = "unused"
+    try:
+        server = Server(
+            db.url,
+            "submit",
+            ASSESSMENT_WORK_SECONDS="0",
+            SIGNUP_POINTS=str(n + warmup + 10),
+            MAX_CONCURRENT_JOBS="8",
+            BENCH_RQ_QUEUE=queue_name,
+            BENCH_REDIS_URL=REDIS_URL,
+        )
+        with server:
+            log(f"submit: ours, {n} submits")
+            out["ours"] = ours(server, db, n, warmup)
+            if simple is not None:
+                log(f"submit: Flask + RQ SimpleWorker, {n} submits")
+                out["flask_rq_simple"] = flask_rq(server, redis, n, warmup)
+        if simple is not None:
+            log(f"submit: RQ SimpleWorker enqueue, {n} jobs")
+            out["rq_simple"] = rq_enqueue(redis, queue_name, n, warmup)
+    finally:
+        if simple is not None:
+            simple.__exit__(None, None, None)
+    if simple is not None and forking:
+        log(f"submit: RQ Worker (forking) enqueue, {n} jobs")
+        with rq_worker("rq.worker.Worker") as (redis, queue_name):
+            out["rq_fork"] = rq_enqueue(redis, queue_name, n, warmup)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200)
+    args = parser.parse_args()
+    db = Database()
+    try:
+        out = run(db, args.n)
+    finally:
+        db.close()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Run wrk (closed loop) through bench/rotate.lua and parse what it prints."""
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+LUA = Path(__file__).resolve().parent / "rotate.lua"
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}
+
+
+@dataclass
+class WrkResult:
+    rps: float
+    requests: int
+    p50_ms: float
+    p99_ms: float
+    errors: int  # socket errors plus non-2xx/3xx responses
+    output: str
+
+    def brief(self) -> dict:
+        data = asdict(self)
+        data.pop("output")
+        return data
+
+
+def available() -> bool:
+    return shutil.which("wrk") is not None
+
+
+def _ms(value: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", value).groups()
+    return float(number) * UNITS[unit]
+
+
+def run(
+    url: str,
+    lines: list[tuple[str, str]],
+    duration: float,
+    connections: int = 16,
+    threads: int = 1,
+    timeout: float = 10,
+) -> WrkResult:
+    """wrk against url, cycling through (path, cookie) requests, for duration seconds."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.writelines(f"{path}\t{cookie}\n" for path, cookie in lines)
+        requests_file = f.name
+    try:
+        out = subprocess.run(
+            [
+                "wrk",
+                f"-t{threads}",
+                f"-c{connections}",
+                f"-d{duration:g}s",
+                f"--timeout={timeout:g}s",
+                "--latency",
+                "-s",
+                str(LUA),
+                url,
+                "--",
+                requests_file,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=duration + timeout + 30,
+            check=True,
+        ).stdout
+    finally:
+        Path(requests_file).unlink(missing_ok=True)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+    errors = 0
+    if m := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out):
+        errors += sum(int(g) for g in m.groups())
+    if m := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
+        errors += int(m.group(1))
+    return WrkResult(rps, total, p50, p99, errors, out)
