@@ -2,8 +2,8 @@
 
 japancode (MIT) ships each municipality, ward of a designated city and prefecture with its
 local-government code, kana reading and coordinates. Romaji are derived from the kana with
-pykakasi (offline dictionaries, no downloads) in simplified Hepburn: long vowels written
-once ("Chuo-ku", not "Chūō-ku" or "Chuuou-ku").
+jaconv (MIT, pure Python) in simplified Hepburn: long vowels written once ("Chuo-ku", not
+"Chūō-ku" or "Chuuou-ku").
 
 Lookup keys are normalised so that script and spelling variants meet: Japanese keys are
 NFKC, without spaces, katakana folded to hiragana and ヶ to ケ; romaji keys are lower-case
@@ -19,6 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+
+import jaconv
 
 from .area import Area, tiles_around
 
@@ -111,15 +113,13 @@ class Gazetteer:
 
 
 @functools.cache
-def _kakasi() -> Any:
-    import pykakasi  # imported late: its dictionaries take half a second to load
-
-    return pykakasi.kakasi()
-
-
 def romanise(kana: str) -> str:
     """Return simplified Hepburn for a hiragana reading ("とうきょう" -> "tokyo")."""
-    hepburn = "".join(item["hepburn"] for item in _kakasi().convert(kana))
+    # jaconv's table, not pykakasi: pykakasi keeps a ~100 MiB kanji dictionary alive for
+    # the life of the process, and only kana ever reaches this function. Hepburn marks
+    # ん before a vowel (Kan'onji) and writes っち as tch (Kutchan).
+    kana = re.sub("ん(?=[あいうえお])", "ん'", kana)
+    hepburn = jaconv.kana2alphabet(kana).replace("cch", "tch")
     return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", hepburn))
 
 
