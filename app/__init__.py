@@ -14,7 +14,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
     app.config.from_mapping(
         MAX_CONTENT_LENGTH=64 * 1024,
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True, "pool_size": 10, "max_overflow": 30},
+        # No pre-ping: it is a round trip on every checkout, as much as the poll's query.
+        # Connections are recycled instead; one that broke fails its request and is dropped.
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_size": 10, "max_overflow": 30, "pool_recycle": 1800},
         WTF_CSRF_TIME_LIMIT=None,
         **config.from_env(),
     )

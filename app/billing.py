@@ -30,7 +30,12 @@ class Billing(StrEnum):
 
 
 def billing_state(
-    status: str, finalized: bool, charged: bool, refunded: bool, support_open: bool
+    status: str,
+    finalized: bool,
+    charged: bool,
+    refunded: bool,
+    support_open: bool,
+    late: bool = False,
 ) -> Billing:
     """Derive what a job's point is from its ledger facts."""
     if refunded:
@@ -41,6 +46,8 @@ def billing_state(
         if not finalized:
             return Billing.PENDING
         return Billing.CHARGED if charged else Billing.NOT_CHARGED
+    if late:  # the job may have died with its point: not known until the lease runs out
+        return Billing.PENDING
     return Billing.CHARGED if charged else Billing.PENDING
 
 

@@ -136,8 +136,10 @@ def test_a_killed_worker_shows_checking_then_refunded(page, live):
     submit(page, server, "Sendai")
     page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
 
-    page.wait_for_selector('#job-status[data-status="failed"][data-billing="pending"]')
+    # Quiet past a few heartbeats, inside the lease: the page says it is checking.
+    page.wait_for_selector('#job-status[data-status="running"][data-billing="pending"]')
     assert "Checking your points…" in page.locator("#job-status").inner_text()
+    shot(page, "job-checking")
     page.wait_for_selector('#job-status[data-billing="refunded"]')
     assert "Your point was refunded." in page.locator("#job-status").inner_text()
     shot(page, "job-refunded")

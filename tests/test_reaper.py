@@ -67,9 +67,6 @@ def test_failed_ledger_lookup_routes_to_support_once(make_app, sql, caplog):
     failpoints.configure("consume_lookup=raise")
     caplog.set_level(logging.ERROR, logger="app.incidents")
 
-    first = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
-    assert (attr(first, "data-status"), attr(first, "data-billing")) == ("failed", "pending")
-    assert "Checking your points…" in first  # the reaping poll answers before the lookup
     for _ in range(5):
         html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
         assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "support")
@@ -119,8 +116,7 @@ def test_support_no_refund_due_settles_as_charged(make_app, sql):
     actions.signup("user@example.com")
     job_id = stale_charged_job(actions, sql)
     failpoints.configure("consume_lookup=raise")
-    client.get(f"/assessments/{job_id}/status")  # reaps
-    client.get(f"/assessments/{job_id}/status")  # finalize fails: routed to support
+    client.get(f"/assessments/{job_id}/status")  # reaps; the lookup fails: support
     failpoints.configure("")
     staff = Actions(app.test_client())
     staff.signup("staff@example.com")
@@ -178,18 +174,25 @@ def test_history_page_reaps_the_users_orphans(client, actions, sql):
     assert sql("SELECT status, finalized_at IS NOT NULL FROM assessment_jobs") == [("failed", True)]
 
 
-def test_reaping_poll_says_checking_then_settles_after_its_response(client, actions, sql):
+def test_a_job_gone_quiet_says_checking_then_the_reaping_poll_settles_it(client, actions, sql):
     actions.signup()
     job_id = stale_charged_job(actions, sql)
-    response = client.get(f"/assessments/{job_id}/status")
-    html = response.get_data(as_text=True)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "pending")
-    assert "hx-trigger" in html  # keeps polling until the money question is settled
-    assert sql("SELECT finalized_at IS NULL FROM assessment_jobs") == [(True,)]
-    response.close()  # the server is done sending it
-    # The finalizer ran once the response was closed, before any further poll.
-    assert sql("SELECT finalized_at IS NOT NULL FROM assessment_jobs") == [(True,)]
-    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(1,)]
+    # Quiet for three heartbeats (0.3 s each), well inside the 2 s lease.
+    sql(
+        "UPDATE assessment_jobs SET created_at = now() - interval '5 seconds',"
+        " started_at = now() - interval '5 seconds', heartbeat_at = now() - interval '1 second'"
+    )
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("running", "pending")
+    assert "lost contact" in html and "Checking your points…" in html
+    assert "hx-trigger" in html
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(0,)]
+
+    sql("UPDATE assessment_jobs SET heartbeat_at = now() - interval '1 hour'")
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    # The poll that reaps also settles: the truth at once, not one poll later.
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    assert "hx-trigger" not in html
 
 
 def wait_for(predicate, timeout=10.0):
