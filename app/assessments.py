@@ -49,7 +49,7 @@ def create():
         return _form_error(form, 400, str(exc), choices=exc.choices)
     except PlaceNotFound as exc:
         return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
-    except pipeline.NotEnoughPoints:
+    except jobs.NotEnoughPoints:
         return _form_error(
             form, 402, "You have no points left, so this assessment cannot start. " + NO_POINTS
         )

@@ -116,16 +116,27 @@ def parse_id(raw: str) -> uuid.UUID | None:
         return None
 
 
+class NotEnoughPoints(Exception):
+    """The user has no point to spend on an assessment."""
+
+
 def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None) -> uuid.UUID:
-    """Insert a pending job; raise AssessmentInFlight if the user has one in flight."""
+    """Insert a pending job for a user who has a point to spend.
+
+    Raise NotEnoughPoints if the balance is zero (nothing is written, nothing charged:
+    the job consumes its point when it starts) and AssessmentInFlight if the user has
+    a job pending or running.
+    """
     try:
         job_id = db.session.execute(
             text(
                 "INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
-                " VALUES (:u, :q, :l, CAST(:a AS jsonb), 'Waiting to start') RETURNING id"
+                " SELECT :u, :q, :l, CAST(:a AS jsonb), 'Waiting to start'"
+                " WHERE EXISTS (SELECT 1 FROM users WHERE id = :u AND point_balance >= 1)"
+                " RETURNING id"
             ),
             {"u": user_id, "q": query_text, "l": lang, "a": _json(area)},
-        ).scalar_one()
+        ).scalar_one_or_none()
         db.session.commit()
     except IntegrityError as exc:
         db.session.rollback()
@@ -135,6 +146,8 @@ def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None
         if isinstance(cause, UniqueViolation) and cause.diag.constraint_name == IN_FLIGHT_INDEX:
             raise AssessmentInFlight(in_flight_job(user_id)) from exc
         raise
+    if job_id is None:
+        raise NotEnoughPoints()
     return job_id
 
 
