@@ -179,6 +179,14 @@ def actions(client):
     return Actions(client)
 
 
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    """Wait until predicate() holds; fail the test if it never does."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
 def job_id_from(response) -> uuid.UUID:
     """Return the job id a submit redirected to."""
     assert response.status_code == 303, response.get_data(as_text=True)[:500]

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from app import billing
-from tests.conftest import Actions, csrf_token, job_id_from
+from tests.conftest import Actions, csrf_token, job_id_from, wait_for
 
 
 def poll_until(client, job_id, predicate, timeout=15.0):
@@ -107,10 +107,7 @@ def test_busy_runner_answers_503_and_writes_nothing(make_app, sql):
     alice.signup()
     bob.signup()
     job_id_from(alice.submit())
-    deadline = time.monotonic() + 10
-    while not sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"):  # alice's job runs
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))  # alice's runs
     before = sql("SELECT count(*) FROM assessment_jobs"), sql("SELECT count(*) FROM point_ledger")
 
     busy = bob.submit()
@@ -155,12 +152,7 @@ def test_a_job_reaped_while_finishing_is_not_overwritten(make_app, sql):
     actions = Actions(client)
     actions.signup()
     job_id = job_id_from(actions.submit())
-    deadline = time.monotonic() + 10
-    while sql("SELECT status FROM assessment_jobs")[0][0] != "running" or not sql(
-        "SELECT 1 FROM point_ledger WHERE kind = 'consume'"
-    ):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))  # running
     # The reaper's conditional UPDATE, run while the work sleeps before recording success.
     reaped = sql(
         "UPDATE assessment_jobs SET status = 'failed', error_code = 'INTERRUPTED',"

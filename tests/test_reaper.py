@@ -195,13 +195,6 @@ def test_a_job_gone_quiet_says_checking_then_the_reaping_poll_settles_it(client,
     assert "hx-trigger" not in html
 
 
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_shutdown_while_a_job_is_being_charged_refunds_it(make_app, sql):
     # The job thread holds its row between "running" and the charge: shutdown must wait
     # for the charge and then refund it, never say "no point was used" before it lands.
