@@ -19,6 +19,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 from limits import parse as parse_limit
 
 from . import accounts
+from .errors import MESSAGES
 from .extensions import db, login_manager
 from .forms import LoginForm, SignupForm
 from .models import User
@@ -111,11 +112,7 @@ def login():
 
 def _too_many_failures(failures, account: str):
     reset = failures.get_window_stats(LOGIN_FAILURES, "login", account).reset_time
-    body = render_template(
-        "error.html",
-        code=429,
-        message="Too many failed attempts. Wait a few minutes, then try again.",
-    )
+    body = render_template("error.html", code=429, message=MESSAGES[429])
     return body, 429, {"Retry-After": str(max(1, math.ceil(reset - time.time())))}
 
 

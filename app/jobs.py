@@ -59,7 +59,6 @@ class JobView:
     lang: str
     area: dict[str, Any] | None
     elapsed: float
-    created_at: Any
     balance: int  # the owner's balance, for the page's top bar
 
 
@@ -87,7 +86,7 @@ WITH_CONSUME = (
 
 VIEW_SQL = text(
     "SELECT j.id, j.status, j.message, j.step, j.progress, j.query_text, j.lang, j.area,"
-    " j.created_at, (SELECT point_balance FROM users u WHERE u.id = j.user_id) AS balance,"
+    " (SELECT point_balance FROM users u WHERE u.id = j.user_id) AS balance,"
     " extract(epoch FROM coalesce(j.finished_at, now())"
     "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
     f" {STALE} AS stale,"
@@ -306,7 +305,6 @@ def view(job_id: uuid.UUID, user_id: int) -> JobView | None:
         lang=row.lang,
         area=row.area,
         elapsed=row.elapsed,
-        created_at=row.created_at,
         balance=row.balance,
     )
 
