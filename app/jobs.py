@@ -241,6 +241,15 @@ def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
     return done
 
 
+def fail_and_settle(job_id: uuid.UUID, error_code: str, message: str) -> bool:
+    """Fail a pending or running job and settle its point; False if it had ended already."""
+    user_id = fail(job_id, error_code, message)
+    if user_id is None:
+        return False
+    billing.finalize(job_id, user_id)
+    return True
+
+
 def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
     """Refresh the heartbeat of live jobs; return the ids that are still pending or running."""
     rows = db.session.execute(

@@ -6,7 +6,7 @@ import uuid
 
 from flask import current_app
 
-from . import billing, failpoints, jobs, ledger
+from . import failpoints, jobs, ledger
 from .assessment import Area, ProviderError, resolve_place, run_assessment
 from .extensions import db
 from .runner import Runner, RunnerBusy
@@ -91,6 +91,4 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
 
 def _fail(job_id: uuid.UUID, code: str, message: str) -> None:
     db.session.rollback()
-    user_id = jobs.fail(job_id, code, message)
-    if user_id is not None:
-        billing.finalize(job_id, user_id)
+    jobs.fail_and_settle(job_id, code, message)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from flask import Flask
 
-from . import billing, jobs
+from . import jobs
 from .extensions import db
 
 log = logging.getLogger(__name__)
@@ -121,9 +121,7 @@ class Runner:
         with self.app.app_context():
             for job_id, _ in live:
                 try:
-                    user_id = jobs.fail(job_id, jobs.INTERRUPTED, SHUTDOWN_MESSAGE)
-                    if user_id is not None:
-                        billing.finalize(job_id, user_id)
+                    if jobs.fail_and_settle(job_id, jobs.INTERRUPTED, SHUTDOWN_MESSAGE):
                         log.warning("settled job %s at shutdown", job_id)
                 except Exception:  # noqa: BLE001 - the next poll's reaper settles it
                     db.session.rollback()

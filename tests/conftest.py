@@ -174,6 +174,15 @@ class Actions:
         )
 
 
+def signed_in(make_app, email: str | None = None, **config):
+    """Build an app with config overrides and sign a new user up; return app, client, actions."""
+    app = make_app(**config)
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup(email)
+    return app, client, actions
+
+
 @pytest.fixture
 def actions(client):
     return Actions(client)

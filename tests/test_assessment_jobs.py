@@ -9,7 +9,7 @@ from app.assessment import resolve_place
 from app.assessment.providers import DATASETS
 from app.assessment.work import keys_for
 from app.extensions import db
-from tests.conftest import Actions, Upstream, job_id_from
+from tests.conftest import Upstream, job_id_from, signed_in
 from tests.test_jobs import attr, poll_until, settled
 
 
@@ -20,10 +20,9 @@ def nothing_written(sql):
 
 
 def test_http_provider_job_hits_each_upstream_key_once(make_app, upstream: Upstream, sql):
-    app = make_app(LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(
+        make_app, LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url
+    )
     job_id = job_id_from(actions.submit("Sapporo"))
     html = poll_until(client, job_id, settled)
     assert attr(html, "data-status") == "succeeded"
@@ -39,10 +38,9 @@ def test_http_provider_job_hits_each_upstream_key_once(make_app, upstream: Upstr
 
 def test_upstream_error_fails_the_job_honestly(make_app, upstream: Upstream, sql):
     upstream.status, upstream.body = 500, b"{}"
-    app = make_app(LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(
+        make_app, LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url
+    )
     job_id = job_id_from(actions.submit("Sapporo"))
     html = poll_until(client, job_id, settled)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
@@ -54,12 +52,12 @@ def test_upstream_error_fails_the_job_honestly(make_app, upstream: Upstream, sql
 
 def test_upstream_timeout_fails_the_job_honestly(make_app, upstream: Upstream, sql):
     upstream.delay = 1.0
-    app = make_app(
-        LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url, LAYER_HTTP_TIMEOUT_SECONDS=0.2
+    app, client, actions = signed_in(
+        make_app,
+        LAYER_PROVIDER="http",
+        LAYER_HTTP_BASE_URL=upstream.url,
+        LAYER_HTTP_TIMEOUT_SECONDS=0.2,
     )
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
     job_id = job_id_from(actions.submit("Sapporo"))
     html = poll_until(client, job_id, settled)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
@@ -101,10 +99,7 @@ def test_address_resolves_and_report_names_the_place(client, actions, app):
 
 
 def test_progress_names_the_step(make_app):
-    app = make_app(ASSESSMENT_WORK_SECONDS=2)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=2)
     job_id = job_id_from(actions.submit())
     steps, progress = set(), []
 

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from app import billing
-from tests.conftest import Actions, csrf_token, job_id_from, wait_for
+from tests.conftest import Actions, csrf_token, job_id_from, signed_in, wait_for
 
 
 def poll_until(client, job_id, predicate, timeout=15.0):
@@ -80,10 +80,7 @@ def test_twenty_concurrent_submits_make_one_job(make_app, sql):
 
 
 def test_a_409_links_to_the_running_job(make_app):
-    app = make_app(ASSESSMENT_WORK_SECONDS=2)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=2)
     job_id = job_id_from(actions.submit())
     second = actions.submit("Osaka")
     assert second.status_code == 409
@@ -129,10 +126,7 @@ def test_not_enough_points_is_402_and_writes_nothing(client, actions, sql):
 
 
 def test_a_job_whose_work_raises_is_refunded_once(make_app, sql):
-    app = make_app(FAILPOINTS="before_success=raise")
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(make_app, FAILPOINTS="before_success=raise")
     job_id = job_id_from(actions.submit())
     html = poll_until(client, job_id, settled)
     assert attr(html, "data-status") == "failed"
@@ -147,10 +141,7 @@ def test_a_job_whose_work_raises_is_refunded_once(make_app, sql):
 
 
 def test_a_job_reaped_while_finishing_is_not_overwritten(make_app, sql):
-    app = make_app(FAILPOINTS="before_success=sleep:2")
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(make_app, FAILPOINTS="before_success=sleep:2")
     job_id = job_id_from(actions.submit())
     wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))  # running
     # The reaper's conditional UPDATE, run while the work sleeps before recording success.
@@ -292,10 +283,7 @@ def test_history_lists_jobs_with_billing(client, actions, app):
 
 
 def test_job_page_has_noscript_refresh_while_running(make_app):
-    app = make_app(ASSESSMENT_WORK_SECONDS=2)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=2)
     job_id = job_id_from(actions.submit())
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
     assert '<noscript><meta http-equiv="refresh"' in page

@@ -5,7 +5,7 @@ import threading
 import time
 
 from app import failpoints
-from tests.conftest import Actions, job_id_from
+from tests.conftest import Actions, job_id_from, signed_in
 from tests.test_jobs import attr, clients_sharing_session, poll_until, settled
 
 
@@ -59,10 +59,7 @@ def test_fifty_concurrent_polls_reap_and_refund_once(app, client, actions, sql, 
 
 
 def test_failed_ledger_lookup_routes_to_support_once(make_app, sql, caplog):
-    app = make_app()
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup("victim@example.com")
+    app, client, actions = signed_in(make_app, "victim@example.com")
     job_id = stale_charged_job(actions, sql)
     failpoints.configure("consume_lookup=raise")
     caplog.set_level(logging.ERROR, logger="app.incidents")
@@ -110,10 +107,7 @@ def test_failed_ledger_lookup_routes_to_support_once(make_app, sql, caplog):
 
 
 def test_support_no_refund_due_settles_as_charged(make_app, sql):
-    app = make_app()
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup("user@example.com")
+    app, client, actions = signed_in(make_app, "user@example.com")
     job_id = stale_charged_job(actions, sql)
     failpoints.configure("consume_lookup=raise")
     client.get(f"/assessments/{job_id}/status")  # reaps; the lookup fails: support
@@ -140,10 +134,9 @@ def test_support_no_refund_due_settles_as_charged(make_app, sql):
 
 def test_slow_job_with_fresh_heartbeat_is_never_reaped(make_app, sql):
     # The work runs for twice the lease; the heartbeat keeps it alive through every poll.
-    app = make_app(ASSESSMENT_WORK_SECONDS=4, JOB_LEASE_SECONDS=1.5, JOB_HEARTBEAT_SECONDS=0.3)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(
+        make_app, ASSESSMENT_WORK_SECONDS=4, JOB_LEASE_SECONDS=1.5, JOB_HEARTBEAT_SECONDS=0.3
+    )
     job_id = job_id_from(actions.submit())
     seen = set()
     html = poll_until(
@@ -154,10 +147,9 @@ def test_slow_job_with_fresh_heartbeat_is_never_reaped(make_app, sql):
 
 
 def test_job_past_the_hard_deadline_is_reaped_despite_heartbeat(make_app, sql):
-    app = make_app(ASSESSMENT_WORK_SECONDS=6, JOB_MAX_RUNTIME_SECONDS=1, JOB_HEARTBEAT_SECONDS=0.2)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(
+        make_app, ASSESSMENT_WORK_SECONDS=6, JOB_MAX_RUNTIME_SECONDS=1, JOB_HEARTBEAT_SECONDS=0.2
+    )
     job_id = job_id_from(actions.submit())
     html = poll_until(client, job_id, settled, timeout=20)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
@@ -198,10 +190,7 @@ def test_a_job_gone_quiet_says_checking_then_the_reaping_poll_settles_it(client,
 def test_shutdown_while_a_job_is_being_charged_refunds_it(make_app, sql):
     # The job thread holds its row between "running" and the charge: shutdown must wait
     # for the charge and then refund it, never say "no point was used" before it lands.
-    app = make_app(FAILPOINTS="after_running=sleep:1")
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(make_app, FAILPOINTS="after_running=sleep:1")
     job_id = job_id_from(actions.submit())
     time.sleep(0.3)  # the thread is inside its start transaction, sleeping
 
@@ -216,10 +205,9 @@ def test_shutdown_while_a_job_is_being_charged_refunds_it(make_app, sql):
 
 
 def test_a_reap_during_the_charge_waits_for_it_and_refunds(make_app, sql):
-    app = make_app(FAILPOINTS="after_running=sleep:1.5", JOB_MAX_RUNTIME_SECONDS=1)
-    client = app.test_client()
-    actions = Actions(client)
-    actions.signup()
+    app, client, actions = signed_in(
+        make_app, FAILPOINTS="after_running=sleep:1.5", JOB_MAX_RUNTIME_SECONDS=1
+    )
     job_id = job_id_from(actions.submit())
     html = poll_until(client, job_id, settled, timeout=20)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
