@@ -60,4 +60,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.register_blueprint(module.bp)
     errors.init_app(app)
     cli.init_app(app)
+    from .poll import LivePoll
+
+    app.wsgi_app = LivePoll(app, app.wsgi_app)
     return app

@@ -34,7 +34,12 @@ def session_user_id() -> int | None:
     and loading the user row there cost as much as the whole poll (bench/RESULTS.md).
     The poll's query is scoped to this id, so ownership is still checked in SQL.
     """
-    raw = session.get("_user_id")  # where Flask-Login's login_user() keeps it
+    return user_id_of(session)
+
+
+def user_id_of(session_data) -> int | None:
+    """Return the user id that Flask-Login's login_user() keeps in a session, if any."""
+    raw = session_data.get("_user_id")
     return int(raw) if isinstance(raw, str) and raw.isdigit() else None
 
 

@@ -13,12 +13,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from flask import current_app
 from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from . import billing, failpoints, ledger
 from .billing import Billing
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 IN_FLIGHT_INDEX = "uq_assessment_jobs_one_in_flight"
 INTERRUPTED = "INTERRUPTED"
 LATE_HEARTBEATS = 2.5  # missed heartbeats before the page says it is checking
+# What a read of the database raises when the database is down or the pool is exhausted.
+DATABASE_ERRORS = (psycopg.Error, SQLAlchemyError)
 
 
 class AssessmentInFlight(Exception):
@@ -299,6 +302,22 @@ def view(job_id: uuid.UUID, user_id: int) -> JobView | None:
     if row.status == "failed" and not row.finalized:
         billing.finalize(job_id, user_id)
         row = _select(job_id, user_id)
+    return _as_view(row)
+
+
+def live_view(job_id: uuid.UUID, user_id: int) -> JobView | None:
+    """Return the user's job if it is pending or running and not stale, else None.
+
+    For the poll's fast path (app/poll.py): such a job needs nothing but this read.
+    None sends the poll to view(), which reaps, settles or says 404 as it must.
+    """
+    row = _select(job_id, user_id)
+    if row is None or row.stale or row.status not in ("pending", "running"):
+        return None
+    return _as_view(row)
+
+
+def _as_view(row: Any) -> JobView:
     return JobView(
         id=row.id,
         status=row.status,

@@ -8,10 +8,10 @@ session, extensions and database pool as the status fragment they are compared w
 
 - GET /bench/constant: a constant response (the framework's floor);
 - GET /bench/select1: `SELECT 1` through the Flask-SQLAlchemy session;
-- GET /bench/status-nocheck/<id>: the status fragment from the poll's SELECT with its
-  staleness column replaced by `false` (what a poll would cost with no reaper at all);
+- GET /bench/status-nocheck/<id>: the poll's fast path with the staleness column of its
+  SELECT replaced by `false` (what a poll would cost with no reaper at all);
 - GET /bench/status-reap-every-poll/<id>: the reaping UPDATE on every poll, then the
-  real status view (the naive reaper the design avoids);
+  poll's fast path (the naive reaper the design avoids);
 - POST /bench/rq-submit: what the product would be with a queue instead: the same form,
   login, place lookup and balance check as POST /assessments, then an RQ enqueue (queue
   BENCH_RQ_QUEUE on BENCH_REDIS_URL) instead of the INSERT and the thread. It inserts no
@@ -19,15 +19,15 @@ session, extensions and database pool as the status fragment they are compared w
 """
 
 import functools
-import inspect
 import os
+import re
 import types
 
-from flask import abort, current_app, redirect, session
+from flask import abort, current_app, redirect
 from flask_login import current_user, login_required
 from sqlalchemy import text
 
-from app import assessments, create_app, housekeeping, jobs
+from app import create_app, housekeeping, jobs, poll
 from app.assessment import resolve_place
 from app.extensions import db
 from app.forms import AssessmentForm
@@ -50,18 +50,39 @@ def _clone(fn, namespace: dict):
     return copy
 
 
-# Clones of the product's own jobs._select, jobs.view, assessments._own_job and
-# assessments.status in which (only) VIEW_SQL is the staleness-free SELECT: the same
-# code path as the real poll, whatever it currently is, minus the check.
-_jobs_ns = {**vars(jobs), "VIEW_SQL": NOCHECK_SQL}
-_jobs_ns["_select"] = _clone(jobs._select, _jobs_ns)
-_jobs_ns["view"] = _clone(jobs.view, _jobs_ns)
-_views_ns = {**vars(assessments), "jobs": types.SimpleNamespace(**_jobs_ns)}
-_views_ns["_own_job"] = _clone(assessments._own_job, _views_ns)
-_status_inner = inspect.unwrap(assessments.status)
-_status_nocheck = _clone(_status_inner, _views_ns)
-if _status_inner is not assessments.status:  # the product view is wrapped (login_required)
-    _status_nocheck = login_required(_status_nocheck)
+# The product's poll fast path (app/poll.py) on two more paths, each its own code run in
+# a namespace that changes one thing: the same path as the real poll, whatever it
+# currently is, but for that one difference.
+def _poll_variant(name: str, path: str, jobs_ns: dict) -> type:
+    namespace = {**vars(poll), "jobs": types.SimpleNamespace(**jobs_ns)}
+    fragment = _clone(poll.LivePoll.fragment, namespace)
+    return type(name, (poll.LivePoll,), {"path": re.compile(path), "fragment": fragment})
+
+
+# GET /bench/status-nocheck/<id>: the poll's SELECT with its staleness column replaced
+# by `false` (what a poll would cost with no reaper at all).
+_nocheck_ns = {**vars(jobs), "VIEW_SQL": NOCHECK_SQL}
+_nocheck_ns["_select"] = _clone(jobs._select, _nocheck_ns)
+_nocheck_ns["live_view"] = _clone(jobs.live_view, _nocheck_ns)
+NoCheckPoll = _poll_variant("NoCheckPoll", r"/bench/status-nocheck/([^/]+)", _nocheck_ns)
+
+
+# GET /bench/status-reap-every-poll/<id>: the reaping UPDATE (with its own condition,
+# committed) on every poll, then the real poll: the naive reaper the design avoids.
+def _reap_then_live_view(job_id, user_id):
+    jobs.reap(job_id)
+    return jobs.live_view(job_id, user_id)
+
+
+ReapPoll = _poll_variant(
+    "ReapPoll",
+    r"/bench/status-reap-every-poll/([^/]+)",
+    {**vars(jobs), "live_view": _reap_then_live_view},
+)
+
+if NOCHECK_SQL is not None:
+    app.wsgi_app = NoCheckPoll(app, app.wsgi_app)
+app.wsgi_app = ReapPoll(app, app.wsgi_app)
 
 
 @app.get("/bench/constant")
@@ -74,29 +95,6 @@ def select1():
     value = db.session.execute(text("SELECT 1")).scalar_one()
     db.session.rollback()
     return f"{value}\n"
-
-
-@app.get("/bench/status-nocheck/<job_id>")
-def status_nocheck(job_id: str):
-    """GET /assessments/<id>/status with the staleness column of its SELECT removed."""
-    if NOCHECK_SQL is None:
-        abort(501)
-    return _status_nocheck(job_id=job_id)
-
-
-@app.get("/bench/status-reap-every-poll/<job_id>")
-def status_reap_every_poll(job_id: str):
-    """Run the reaping UPDATE (with its own condition, committed) and then the real view.
-
-    Signed-in check only (the real view then checks ownership): a bench route must not
-    add a user load that the product's poll no longer does.
-    """
-    if "_user_id" not in session:
-        abort(401)
-    parsed = jobs.parse_id(job_id)
-    if parsed is not None:
-        jobs.reap(parsed)
-    return current_app.view_functions["assessments.status"](job_id=job_id)
 
 
 @functools.cache

@@ -8,7 +8,7 @@ Lua script cycling over the 32 users' cookies:
 - select1: `SELECT 1` through the Flask-SQLAlchemy session
 - status: GET /assessments/<id>/status, the product's poll (running jobs, healthy)
 - status_nocheck: the same SELECT and template without the staleness column
-- status_reap: the reaping UPDATE on every poll, then the real status view
+- status_reap: the reaping UPDATE on every poll, then the real poll
 
 Ratios are taken per round (the two endpoints measured minutes apart at most) and the
 median over rounds is reported.

@@ -1,0 +1,89 @@
+"""The job page's poll of a live job, answered before Flask's request machinery.
+
+Every open job page asks for its status fragment every couple of seconds, so this one
+GET is most of what the worker serves. Through Flask's whole request (routing, hooks,
+the response object) a poll cost the worker about 1.9 ms, and the open-loop benchmark
+(1,000 browsers, 500 polls/s) found the worker saturated. Here a poll of a live job is
+the session check Flask itself does, the poll's one SELECT and the fragment's template.
+
+Only the poll that has nothing to do but read is answered here: a signed session, a job
+of this user that is pending or running and not stale. Everything else (no session, a
+malformed or unknown id, another user's job, a job to reap or to settle, a finished job
+and its report, a database error) goes on to Flask, which answers it as before.
+"""
+
+import re
+from collections.abc import Callable, Iterable
+
+from flask import Flask
+from itsdangerous import BadSignature
+from werkzeug.http import parse_cookie
+
+from . import housekeeping, jobs
+from .auth import user_id_of
+
+STATUS_PATH = re.compile(r"/assessments/([0-9a-fA-F-]{32,36})/status")
+FRAGMENT = "partials/_job_status.html"
+
+
+class LivePoll:
+    """WSGI middleware: `app.wsgi_app = LivePoll(app, app.wsgi_app)`."""
+
+    path = STATUS_PATH
+
+    def __init__(self, app: Flask, wsgi_app: Callable):
+        self.app = app
+        self.wsgi_app = wsgi_app
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if environ["REQUEST_METHOD"] == "GET":
+            match = self.path.fullmatch(environ.get("PATH_INFO", ""))
+            if match and (body := self.fragment(environ, match[1])) is not None:
+                start_response(
+                    "200 OK",
+                    [
+                        ("Content-Type", "text/html; charset=utf-8"),
+                        ("Content-Length", str(len(body))),
+                        ("Cache-Control", "no-store"),  # as main.no_store_pages sets
+                        ("Vary", "Cookie"),  # as Flask says of a response that read the session
+                    ],
+                )
+                return [body]
+        return self.wsgi_app(environ, start_response)
+
+    def fragment(self, environ: dict, raw_id: str) -> bytes | None:
+        """The live job's fragment, or None to let Flask answer."""
+        user_id = self.session_user_id(environ)
+        job_id = jobs.parse_id(raw_id)
+        if user_id is None or job_id is None:
+            return None
+        app = self.app
+        with app.app_context():
+            try:
+                job = jobs.live_view(job_id, user_id)
+            except jobs.DATABASE_ERRORS:
+                return None  # the full path runs the poll again and shows its error page
+            if job is None:
+                return None
+            housekeeping.trigger(app)
+            status_url = environ.get("SCRIPT_NAME", "") + environ["PATH_INFO"]
+            html = app.jinja_env.get_template(FRAGMENT).render(
+                job=job, report=None, oob=True, config=app.config, status_url=status_url
+            )
+        return html.encode()
+
+    def session_user_id(self, environ: dict) -> int | None:
+        """The signed-in user's id, read from the session cookie as Flask reads it."""
+        app = self.app
+        interface = app.session_interface
+        cookie = parse_cookie(environ.get("HTTP_COOKIE")).get(interface.get_cookie_name(app))
+        serializer = interface.get_signing_serializer(app)
+        if not cookie or serializer is None:
+            return None
+        try:
+            data = serializer.loads(
+                cookie, max_age=int(app.permanent_session_lifetime.total_seconds())
+            )
+        except BadSignature:
+            return None
+        return user_id_of(data) if isinstance(data, dict) else None

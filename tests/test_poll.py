@@ -1,0 +1,138 @@
+"""The poll's fast path (app/poll.py): a live job's poll is answered before Flask, exactly
+as Flask answers it, and every other request goes on to Flask."""
+
+import re
+import uuid
+
+import pytest
+from flask import request
+from werkzeug.test import Client
+
+from tests.conftest import Actions, wait_for
+from tests.test_assessment_jobs import finished_job
+from tests.test_jobs import attr, insert_job
+
+
+@pytest.fixture
+def polled(make_app, sql):
+    """An app that records the paths Flask itself handled, and a signed-up user."""
+    app = make_app(HOUSEKEEPING_INTERVAL_SECONDS=0)
+    seen = []
+
+    @app.before_request
+    def record():
+        seen.append(request.path)
+
+    actions = Actions(app.test_client())
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    seen.clear()
+    return app, actions.client, user_id, seen
+
+
+def flask_only(app, client):
+    """A client of the same app without the fast path, carrying the same session."""
+    other = Client(app.wsgi_app.wsgi_app)
+    other.set_cookie("session", client.get_cookie("session").value)
+    return other
+
+
+def same_answer(fast, slow):
+    """The two responses match, but for the whole seconds a job has run."""
+
+    def seconds_free(response):
+        return re.sub(
+            r'class="elapsed">\d+<', 'class="elapsed">N<', response.get_data(as_text=True)
+        )
+
+    assert fast.status_code == slow.status_code == 200
+    assert seconds_free(fast) == seconds_free(slow)
+    headers = {k: v for k, v in fast.headers.items() if k != "Content-Length"}
+    assert headers == {k: v for k, v in slow.headers.items() if k != "Content-Length"}
+    assert int(fast.headers["Content-Length"]) == len(fast.get_data())
+
+
+@pytest.mark.parametrize(
+    "status, heartbeat_age, charged, expected",
+    [
+        ("pending", 0, False, ("pending", "pending")),
+        ("running", 0, True, ("running", "charged")),
+        ("running", 1.2, True, ("running", "pending")),  # late, inside its lease: "checking"
+    ],
+)
+def test_a_live_job_is_polled_without_flask_and_answered_as_flask_would(
+    polled, sql, status, heartbeat_age, charged, expected
+):
+    app, client, user_id, seen = polled
+    job_id = insert_job(sql, user_id, status)
+    sql(
+        "UPDATE assessment_jobs SET heartbeat_at = now() - make_interval(secs => %(a)s)",
+        a=heartbeat_age,
+    )
+    if charged:
+        sql(
+            "INSERT INTO point_ledger (user_id, kind, amount, job_id)"
+            " VALUES (%(u)s, 'consume', -1, %(j)s)",
+            u=user_id,
+            j=job_id,
+        )
+    path = f"/assessments/{job_id}/status"
+    fast = client.get(path, headers={"HX-Request": "true"})
+    assert seen == []  # Flask never saw it
+    html = fast.get_data(as_text=True)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == expected
+    assert attr(html, "hx-get") == path and "hx-trigger" in html
+    assert ("We lost contact" in html) == (heartbeat_age > 0)
+    same_answer(fast, flask_only(app, client).get(path, headers={"HX-Request": "true"}))
+    assert seen == [path]
+
+
+def test_the_fast_path_starts_cleanup_too(polled, sql):
+    app, client, user_id, seen = polled
+    old = finished_job(sql, user_id, 40)
+    live = insert_job(sql, user_id, "running")
+    client.get(f"/assessments/{live}/status")
+    assert seen == []
+    wait_for(
+        lambda: (
+            sql("SELECT result IS NULL FROM assessment_jobs WHERE id = %(j)s", j=old) == [(True,)]
+        )
+    )
+
+
+def test_every_other_poll_goes_to_flask(polled, make_app, sql):
+    app, client, user_id, seen = polled
+    stale = insert_job(sql, user_id, "running")
+    sql("UPDATE assessment_jobs SET heartbeat_at = now() - interval '1 minute'")
+    stale_path = f"/assessments/{stale}/status"
+    html = client.get(stale_path).get_data(as_text=True)
+    assert seen == [stale_path]  # Flask reaped and refunded it
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "not_charged")
+
+    seen.clear()
+    live = insert_job(sql, user_id, "running")
+    live_path = f"/assessments/{live}/status"
+    forged = app.test_client()
+    forged.set_cookie("session", client.get_cookie("session").value[:-2] + "xx")
+    stranger = Actions(app.test_client())
+    stranger.signup()
+    seen.clear()
+    for who, path, code in [
+        (app.test_client(), live_path, 302),  # no session: to the login page
+        (forged, live_path, 302),
+        (stranger.client, live_path, 404),  # another user's job
+        (client, f"/assessments/{uuid.uuid4()}/status", 404),
+        (client, "/assessments/not-a-job/status", 404),
+    ]:
+        assert who.get(path).status_code == code, (path, code)
+    assert len(seen) == 5
+    assert client.head(live_path).status_code == 200
+    assert len(seen) == 6
+
+    sql(
+        "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now() WHERE id = %(j)s",
+        j=live,
+    )
+    html = client.get(live_path, headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert len(seen) == 7  # the finished job and its report come from Flask
+    assert attr(html, "data-status") == "succeeded" and "hx-trigger" not in html
