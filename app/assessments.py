@@ -36,15 +36,19 @@ def new():
 
 
 @bp.post("")
-@login_required
 def create():
     """Start an assessment and send the browser to its page."""
+    # The signed-in id, without loading the user: the INSERT checks the user and the
+    # balance itself (a fifth of a submit's time was the user load, bench/RESULTS.md).
+    user_id = session_user_id()
+    if user_id is None:
+        return login_manager.unauthorized()
     housekeeping.trigger(current_app._get_current_object())
     form = AssessmentForm()
     if not form.validate_on_submit():
         return _form_error(form, 400)
     try:
-        job_id = pipeline.submit(current_user.id, form.query.data, form.lang.data)
+        job_id = pipeline.submit(user_id, form.query.data, form.lang.data)
     except PlaceAmbiguous as exc:
         return _form_error(form, 400, str(exc), choices=exc.choices)
     except PlaceNotFound as exc:

@@ -19,7 +19,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from . import billing, failpoints, ledger
 from .billing import Billing
@@ -127,30 +127,28 @@ def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None
 
     Raise NotEnoughPoints if the balance is zero (nothing is written, nothing charged:
     the job consumes its point when it starts) and AssessmentInFlight if the user has
-    a job pending or running.
+    a job pending or running. One autocommit statement: the balance check and the
+    one-in-flight index decide inside it, and it is durable when this returns.
     """
     try:
-        job_id = db.session.execute(
-            text(
-                "INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
-                " SELECT :u, :q, :l, CAST(:a AS jsonb), 'Waiting to start'"
-                " WHERE EXISTS (SELECT 1 FROM users WHERE id = :u AND point_balance >= 1)"
-                " RETURNING id"
-            ),
-            {"u": user_id, "q": query_text, "l": lang, "a": _json(area)},
-        ).scalar_one_or_none()
-        db.session.commit()
-    except IntegrityError as exc:
-        db.session.rollback()
+        row = _execute_one(CREATE_SQL, {"u": user_id, "q": query_text, "l": lang, "a": _json(area)})
+    except UniqueViolation as exc:
         # Only the one-in-flight index means "already running"; any other
         # integrity error is a real error and propagates.
-        cause = exc.orig
-        if isinstance(cause, UniqueViolation) and cause.diag.constraint_name == IN_FLIGHT_INDEX:
+        if exc.diag.constraint_name == IN_FLIGHT_INDEX:
             raise AssessmentInFlight(in_flight_job(user_id)) from exc
         raise
-    if job_id is None:
+    if row is None:
         raise NotEnoughPoints()
-    return job_id
+    return row.id
+
+
+CREATE_SQL = text(
+    "INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
+    " SELECT :u, :q, :l, CAST(:a AS jsonb), 'Waiting to start'"
+    " WHERE EXISTS (SELECT 1 FROM users WHERE id = :u AND point_balance >= 1)"
+    " RETURNING id"
+)
 
 
 def discard_unstarted(job_id: uuid.UUID) -> None:
@@ -338,17 +336,24 @@ def _as_view(row: Any) -> JobView:
 
 
 def _select(job_id: uuid.UUID, user_id: int) -> Any:
-    # The hot path: every open job page runs this every couple of seconds. Through the
-    # ORM session or Core it cost 0.86-0.89 ms a call, with BEGIN and ROLLBACK around
-    # it; as one autocommit statement on the pooled psycopg connection, 0.12 ms
-    # (bench/poll_parts.py). The SQL is still VIEW_SQL, compiled once by SQLAlchemy.
+    return _execute_one(VIEW_SQL, {"id": job_id, "user": user_id, **_ages()})
+
+
+def _execute_one(statement: TextClause, params: dict[str, Any]) -> Any:
+    """Run one statement in autocommit on a pooled connection; return its first row.
+
+    For the two hot statements, the poll's SELECT and the submit's INSERT. Through the
+    ORM session or Core the poll's SELECT cost 0.86-0.89 ms a call, with BEGIN and
+    ROLLBACK around it; as one autocommit statement on the pooled psycopg connection,
+    0.12 ms (bench/poll_parts.py). The SQL is still SQLAlchemy's, compiled once.
+    """
     conn = db.engine.raw_connection()
     try:
         pg = conn.driver_connection
         pg.autocommit = True
         try:
             with pg.cursor(row_factory=namedtuple_row) as cur:
-                cur.execute(_compiled(VIEW_SQL), {"id": job_id, "user": user_id, **_ages()})
+                cur.execute(_compiled(statement), params)
                 return cur.fetchone()
         finally:
             pg.autocommit = False

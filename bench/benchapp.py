@@ -24,11 +24,11 @@ import re
 import types
 
 from flask import abort, current_app, redirect
-from flask_login import current_user, login_required
 from sqlalchemy import text
 
 from app import create_app, housekeeping, jobs, poll
 from app.assessment import resolve_place
+from app.auth import session_user_id
 from app.extensions import db
 from app.forms import AssessmentForm
 
@@ -107,18 +107,20 @@ def _rq_queue():
 
 
 @app.post("/bench/rq-submit")
-@login_required
 def rq_submit():
     """POST /assessments' checks, then an RQ enqueue instead of the INSERT and the thread."""
     from bench import rqjob
 
+    user_id = session_user_id()  # as POST /assessments: the signed-in id, no user load
+    if user_id is None:
+        abort(401)
     housekeeping.trigger(current_app._get_current_object())
     form = AssessmentForm()
     if not form.validate_on_submit():
         abort(400)
     resolve_place(form.query.data)
     balance = db.session.execute(
-        text("SELECT point_balance FROM users WHERE id = :u"), {"u": current_user.id}
+        text("SELECT point_balance FROM users WHERE id = :u"), {"u": user_id}
     ).scalar_one()
     db.session.rollback()
     if balance < 1:

@@ -180,3 +180,13 @@ def test_password_guessing_is_braked_per_account(client, actions):
     actions.signup("bystander@example.com")
     client.post("/logout", data={"csrf_token": actions.token("/")})
     assert actions.login("bystander@example.com").status_code == 303
+
+
+def test_a_signed_out_submit_goes_to_login_and_writes_nothing(client, actions, sql):
+    actions.signup("gone@example.com")
+    token = actions.token("/assessments/new")
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    response = actions.submit(token=token)
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/login?next=/assessments"
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
