@@ -13,13 +13,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from flask import current_app
 from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
-from sqlalchemy.exc import SQLAlchemyError
 
 from . import billing, failpoints, ledger
 from .billing import Billing
@@ -30,8 +28,6 @@ log = logging.getLogger(__name__)
 IN_FLIGHT_INDEX = "uq_assessment_jobs_one_in_flight"
 INTERRUPTED = "INTERRUPTED"
 LATE_HEARTBEATS = 2.5  # missed heartbeats before the page says it is checking
-# What a read of the database raises when the database is down or the pool is exhausted.
-DATABASE_ERRORS = (psycopg.Error, SQLAlchemyError)
 
 
 class AssessmentInFlight(Exception):

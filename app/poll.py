@@ -9,18 +9,23 @@ the session check Flask itself does, the poll's one SELECT and the fragment's te
 Only the poll that has nothing to do but read is answered here: a signed session, a job
 of this user that is pending or running and not stale. Everything else (no session, a
 malformed or unknown id, another user's job, a job to reap or to settle, a finished job
-and its report, a database error) goes on to Flask, which answers it as before.
+and its report, a permanent session Flask would refresh, any error) goes on to Flask,
+which answers it as before.
 """
 
+import logging
 import re
 from collections.abc import Callable, Iterable
 
 from flask import Flask
+from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
 from . import housekeeping, jobs
 from .auth import user_id_of
+
+log = logging.getLogger(__name__)
 
 STATUS_PATH = re.compile(r"/assessments/([0-9a-fA-F-]{32,36})/status")
 FRAGMENT = "partials/_job_status.html"
@@ -32,6 +37,8 @@ class LivePoll:
     path = STATUS_PATH
 
     def __init__(self, app: Flask, wsgi_app: Callable):
+        if not isinstance(app.session_interface, SecureCookieSessionInterface):
+            raise TypeError("the fast poll reads Flask's signed cookie sessions only")
         self.app = app
         self.wsgi_app = wsgi_app
 
@@ -61,15 +68,18 @@ class LivePoll:
         with app.app_context():
             try:
                 job = jobs.live_view(job_id, user_id)
-            except jobs.DATABASE_ERRORS:
-                return None  # the full path runs the poll again and shows its error page
-            if job is None:
+                if job is None:
+                    return None
+                housekeeping.trigger(app)
+                # The URL this poll came to is the one url_for builds for it.
+                status_url = environ.get("SCRIPT_NAME", "") + environ["PATH_INFO"]
+                html = app.jinja_env.get_template(FRAGMENT).render(
+                    job=job, report=None, oob=True, config=app.config, status_url=status_url
+                )
+            except Exception:  # noqa: BLE001 - e.g. the database is down
+                # Flask runs the poll again and answers with its error page and logging.
+                log.warning("fast poll failed; the full path answers", exc_info=True)
                 return None
-            housekeeping.trigger(app)
-            status_url = environ.get("SCRIPT_NAME", "") + environ["PATH_INFO"]
-            html = app.jinja_env.get_template(FRAGMENT).render(
-                job=job, report=None, oob=True, config=app.config, status_url=status_url
-            )
         return html.encode()
 
     def session_user_id(self, environ: dict) -> int | None:
@@ -86,4 +96,8 @@ class LivePoll:
             )
         except BadSignature:
             return None
-        return user_id_of(data) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        if data.get("_permanent") and app.config["SESSION_REFRESH_EACH_REQUEST"]:
+            return None  # Flask would send the cookie again with a new expiry
+        return user_id_of(data)

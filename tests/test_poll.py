@@ -2,12 +2,16 @@
 as Flask answers it, and every other request goes on to Flask."""
 
 import re
+import time
 import uuid
 
+import psycopg
 import pytest
 from flask import request
+from itsdangerous import TimestampSigner
 from werkzeug.test import Client
 
+from app import jobs
 from tests.conftest import Actions, wait_for
 from tests.test_assessment_jobs import finished_job
 from tests.test_jobs import attr, insert_job
@@ -16,7 +20,12 @@ from tests.test_jobs import attr, insert_job
 @pytest.fixture
 def polled(make_app, sql):
     """An app that records the paths Flask itself handled, and a signed-up user."""
-    app = make_app(HOUSEKEEPING_INTERVAL_SECONDS=0)
+    return recording(make_app, sql)
+
+
+def recording(make_app, sql, **config):
+    """Build an app that records the paths Flask itself handled; sign a user up."""
+    app = make_app(HOUSEKEEPING_INTERVAL_SECONDS=0, **config)
     seen = []
 
     @app.before_request
@@ -25,15 +34,16 @@ def polled(make_app, sql):
 
     actions = Actions(app.test_client())
     actions.signup()
-    user_id = sql("SELECT id FROM users")[0][0]
+    user_id = sql("SELECT id FROM users ORDER BY id DESC LIMIT 1")[0][0]
     seen.clear()
     return app, actions.client, user_id, seen
 
 
 def flask_only(app, client):
     """A client of the same app without the fast path, carrying the same session."""
+    name = app.config["SESSION_COOKIE_NAME"]
     other = Client(app.wsgi_app.wsgi_app)
-    other.set_cookie("session", client.get_cookie("session").value)
+    other.set_cookie(name, client.get_cookie(name).value)
     return other
 
 
@@ -136,3 +146,46 @@ def test_every_other_poll_goes_to_flask(polled, make_app, sql):
     html = client.get(live_path, headers={"HX-Request": "true"}).get_data(as_text=True)
     assert len(seen) == 7  # the finished job and its report come from Flask
     assert attr(html, "data-status") == "succeeded" and "hx-trigger" not in html
+
+
+def test_the_fast_path_reads_the_session_as_flask_does(make_app, sql, monkeypatch):
+    # Its own cookie name, and a cookie signed with a key that is being rotated out.
+    old = recording(make_app, sql, SECRET_KEY="old key", SESSION_COOKIE_NAME="hp")
+    _, old_client, user_id, _ = old
+    app, _, _, seen = recording(
+        make_app,
+        sql,
+        SECRET_KEY="new key",
+        SECRET_KEY_FALLBACKS=["old key"],
+        SESSION_COOKIE_NAME="hp",
+        PERMANENT_SESSION_LIFETIME=60,
+    )
+    client = app.test_client()
+    client.set_cookie("hp", old_client.get_cookie("hp").value)
+    path = f"/assessments/{insert_job(sql, user_id, 'running')}/status"
+    assert attr(client.get(path).get_data(as_text=True), "data-status") == "running"
+    assert seen == []
+
+    # A cookie older than the session lifetime is refused, as Flask refuses it.
+    serializer = app.session_interface.get_signing_serializer(app)
+    monkeypatch.setattr(TimestampSigner, "get_timestamp", lambda self: int(time.time()) - 3600)
+    expired = serializer.dumps({"_user_id": str(user_id)})
+    monkeypatch.undo()
+    client.set_cookie("hp", expired)
+    assert client.get(path).status_code == 302  # to the login page
+    assert seen == [path]
+
+
+def test_an_error_in_the_fast_path_leaves_the_poll_to_flask(polled, sql, monkeypatch):
+    app, client, user_id, seen = polled
+    path = f"/assessments/{insert_job(sql, user_id, 'running')}/status"
+    real = jobs.live_view
+
+    def lost_connection(*args):
+        monkeypatch.setattr(jobs, "live_view", real)
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(jobs, "live_view", lost_connection)
+    response = client.get(path)
+    assert seen == [path]  # Flask ran the poll again and answered it
+    assert attr(response.get_data(as_text=True), "data-status") == "running"
