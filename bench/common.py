@@ -1,6 +1,8 @@
 """What every benchmark shares: a fresh database, real gunicorn servers, signed-in users."""
 
+import argparse
 import contextlib
+import json
 import os
 import re
 import resource
@@ -345,3 +347,14 @@ def servers(*items: Server) -> Iterator[tuple[Server, ...]]:
     finally:
         for item in reversed(started):
             item.stop()
+
+
+def run_alone(run, doc: str) -> None:
+    """Run one benchmark on a database of its own; print its figures as JSON."""
+    argparse.ArgumentParser(description=doc.splitlines()[0]).parse_args()
+    db = Database()
+    try:
+        out = run(db)
+    finally:
+        db.close()
+    print(json.dumps(out, indent=2))

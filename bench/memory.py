@@ -9,13 +9,11 @@ Pss from /proc/<pid>/smaps_rollup (pages shared with the master counted in part)
     python -m bench.memory
 """
 
-import argparse
-import json
 import threading
 
 import requests
 
-from .common import Database, Server, log, rss_kib, users_with_running_jobs
+from .common import Database, Server, log, rss_kib, run_alone, users_with_running_jobs
 
 
 def product(db: Database, n_jobs: int = 32) -> dict:
@@ -74,13 +72,7 @@ def run(db: Database, n_jobs: int = 32) -> dict:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    db = Database()
-    try:
-        out = run(db)
-    finally:
-        db.close()
-    print(json.dumps(out, indent=2))
+    run_alone(run, __doc__)
 
 
 if __name__ == "__main__":

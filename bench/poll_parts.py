@@ -18,14 +18,12 @@ database and the best of a few repeats is kept. The parts add up to roughly one 
     python -m bench.poll_parts
 """
 
-import argparse
-import json
 import os
 import re
 import time
 from collections.abc import Callable
 
-from .common import USER_AGENT, Database, log
+from .common import USER_AGENT, Database, log, run_alone
 
 
 def _best_ms(fn: Callable[[], object], n: int, repeats: int) -> float:
@@ -194,13 +192,7 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    db = Database()
-    try:
-        out = run(db)
-    finally:
-        db.close()
-    print(json.dumps(out, indent=2))
+    run_alone(run, __doc__)
 
 
 if __name__ == "__main__":

@@ -127,6 +127,19 @@ def kill_trials(db: Database, trials: int) -> list[dict]:
     return out
 
 
+def _sigterm(server: Server) -> tuple[float | None, float]:
+    """SIGTERM the master; return seconds until the worker, then the master, exited (30 s cap)."""
+    worker = server.worker_pid()
+    t0 = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    worker_exit_s = None
+    while server.proc.poll() is None and time.monotonic() - t0 < 30:
+        if worker_exit_s is None and not _alive(worker):
+            worker_exit_s = time.monotonic() - t0
+        time.sleep(0.002)
+    return worker_exit_s, time.monotonic() - t0
+
+
 def _alive(pid: int) -> bool:
     """True while pid runs (a zombie, exited but not yet reaped by its master, is not)."""
     try:
@@ -149,17 +162,9 @@ def term_trial(db: Database, n_jobs: int, tag: str) -> dict:
     try:
         users = users_with_running_jobs(server, db, n_jobs, f"term{tag}-")
         ids = [str(u.job_id) for u in users]
-        worker = server.worker_pid()
         t_wall = time.time()
-        t0 = time.monotonic()
-        server.proc.send_signal(signal.SIGTERM)
-        worker_exit_s = None
-        while server.proc.poll() is None and time.monotonic() - t0 < 30:
-            if worker_exit_s is None and not _alive(worker):
-                worker_exit_s = time.monotonic() - t0
-            time.sleep(0.002)
+        worker_exit_s, exit_s = _sigterm(server)
         server.proc.wait(30)
-        exit_s = time.monotonic() - t0
         exit_wall = t_wall + exit_s
     finally:
         server.stop(signal.SIGKILL)
@@ -195,15 +200,7 @@ def term_bare() -> dict:
     try:
         client = requests.Session()
         client.get(server.url + "/healthz", timeout=5)  # a browser's kept-alive connection
-        worker = server.worker_pid()
-        t0 = time.monotonic()
-        server.proc.send_signal(signal.SIGTERM)
-        worker_exit_s = None
-        while server.proc.poll() is None and time.monotonic() - t0 < 30:
-            if worker_exit_s is None and not _alive(worker):
-                worker_exit_s = time.monotonic() - t0
-            time.sleep(0.002)
-        exit_s = time.monotonic() - t0
+        worker_exit_s, exit_s = _sigterm(server)
         client.close()
     finally:
         server.stop(signal.SIGKILL)
