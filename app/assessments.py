@@ -3,7 +3,7 @@
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from . import housekeeping, jobs, pipeline
+from . import housekeeping, jobs, jobviews, pipeline
 from .assessment import PlaceAmbiguous, PlaceNotFound
 from .auth import session_user_id
 from .extensions import login_manager
@@ -20,8 +20,8 @@ NO_POINTS = "Nothing was charged. Ask our support team to add points to your acc
 @login_required
 def index():
     """List the user's assessments with what each cost."""
-    jobs.settle_user_jobs(current_user.id)
-    return render_template("assessments/index.html", rows=jobs.history(current_user.id))
+    jobviews.settle_user_jobs(current_user.id)
+    return render_template("assessments/index.html", rows=jobviews.history(current_user.id))
 
 
 @bp.get("/new")
@@ -73,7 +73,7 @@ def create():
 def show(job_id: str):
     """Show a job: its live status and, once it succeeded, its report."""
     job = _own_job(job_id, current_user.id)
-    report = jobs.result(job.id, current_user.id) if job.status == "succeeded" else None
+    report = jobviews.result(job.id, current_user.id) if job.status == "succeeded" else None
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
 
@@ -89,16 +89,16 @@ def status(job_id: str):
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None
     if job.status == "succeeded" and request.headers.get("HX-Request"):
-        report = jobs.result(job.id, user_id)
+        report = jobviews.result(job.id, user_id)
     # Rendered without Flask's context processors: Flask-Login's loads the user row to
     # offer current_user, which cost a quarter of the worker's time under polling.
     fragment = current_app.jinja_env.get_template("partials/_job_status.html")
     return fragment.render(job=job, report=report, oob=True, config=current_app.config)
 
 
-def _own_job(raw_id: str, user_id: int) -> jobs.JobView:
-    job_id = jobs.parse_id(raw_id)
-    job = jobs.view(job_id, user_id) if job_id else None
+def _own_job(raw_id: str, user_id: int) -> jobviews.JobView:
+    job_id = jobviews.parse_id(raw_id)
+    job = jobviews.view(job_id, user_id) if job_id else None
     if job is None:  # another user's job and an unknown id look the same
         abort(404)
     return job

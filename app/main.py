@@ -3,7 +3,7 @@
 from flask import Blueprint, render_template
 from flask_login import current_user
 
-from . import jobs, ledger
+from . import jobviews, ledger
 
 bp = Blueprint("main", __name__)
 
@@ -13,11 +13,11 @@ def dashboard():
     """Show the signed-in user's balance and ledger, or the welcome page."""
     if not current_user.is_authenticated:
         return render_template("welcome.html")
-    jobs.settle_user_jobs(current_user.id)
+    jobviews.settle_user_jobs(current_user.id)
     return render_template(
         "dashboard.html",
         entries=ledger.history(current_user.id),
-        recent=jobs.history(current_user.id, limit=5),
+        recent=jobviews.history(current_user.id, limit=5),
         balance=current_user.point_balance,
     )
 

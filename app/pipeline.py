@@ -6,7 +6,7 @@ import uuid
 
 from flask import current_app
 
-from . import failpoints, jobs, ledger
+from . import failpoints, jobs, jobviews, ledger
 from .assessment import Area, ProviderError, resolve_place, run_assessment
 from .extensions import db
 from .runner import Runner, RunnerBusy
@@ -28,7 +28,7 @@ def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
     except jobs.AssessmentInFlight as exc:
         # The job in the way may be an orphan of a crash that nobody has polled since:
         # settle it the way a poll would, and if that frees the user, try once more.
-        in_the_way = jobs.view(exc.job_id, user_id) if exc.job_id else None
+        in_the_way = jobviews.view(exc.job_id, user_id) if exc.job_id else None
         if in_the_way is None or in_the_way.status in ("pending", "running"):
             raise
         job_id = jobs.create(user_id, query, lang, area.to_dict())

@@ -26,7 +26,7 @@ import types
 from flask import abort, current_app, redirect
 from sqlalchemy import text
 
-from app import create_app, housekeeping, jobs, poll
+from app import create_app, housekeeping, jobs, jobviews, poll
 from app.assessment import resolve_place
 from app.auth import session_user_id
 from app.extensions import db
@@ -37,8 +37,8 @@ app = create_app()
 # The poll's own SELECT with its staleness column replaced by `false`; None if the
 # product's SQL no longer has that shape.
 NOCHECK_SQL = (
-    text(jobs.VIEW_SQL.text.replace(jobs.STALE, "false"))
-    if getattr(jobs, "STALE", None) and jobs.STALE in jobs.VIEW_SQL.text
+    text(jobviews.VIEW_SQL.text.replace(jobs.STALE, "false"))
+    if getattr(jobs, "STALE", None) and jobs.STALE in jobviews.VIEW_SQL.text
     else None
 )
 
@@ -53,17 +53,17 @@ def _clone(fn, namespace: dict):
 # The product's poll fast path (app/poll.py) on two more paths, each its own code run in
 # a namespace that changes one thing: the same path as the real poll, whatever it
 # currently is, but for that one difference.
-def _poll_variant(name: str, path: str, jobs_ns: dict) -> type:
-    namespace = {**vars(poll), "jobs": types.SimpleNamespace(**jobs_ns)}
+def _poll_variant(name: str, path: str, jobviews_ns: dict) -> type:
+    namespace = {**vars(poll), "jobviews": types.SimpleNamespace(**jobviews_ns)}
     fragment = _clone(poll.LivePoll.fragment, namespace)
     return type(name, (poll.LivePoll,), {"path": re.compile(path), "fragment": fragment})
 
 
 # GET /bench/status-nocheck/<id>: the poll's SELECT with its staleness column replaced
 # by `false` (what a poll would cost with no reaper at all).
-_nocheck_ns = {**vars(jobs), "VIEW_SQL": NOCHECK_SQL}
-_nocheck_ns["_select"] = _clone(jobs._select, _nocheck_ns)
-_nocheck_ns["live_view"] = _clone(jobs.live_view, _nocheck_ns)
+_nocheck_ns = {**vars(jobviews), "VIEW_SQL": NOCHECK_SQL}
+_nocheck_ns["_select"] = _clone(jobviews._select, _nocheck_ns)
+_nocheck_ns["live_view"] = _clone(jobviews.live_view, _nocheck_ns)
 NoCheckPoll = _poll_variant("NoCheckPoll", r"/bench/status-nocheck/([^/]+)", _nocheck_ns)
 
 
@@ -71,13 +71,13 @@ NoCheckPoll = _poll_variant("NoCheckPoll", r"/bench/status-nocheck/([^/]+)", _no
 # committed) on every poll, then the real poll: the naive reaper the design avoids.
 def _reap_then_live_view(job_id, user_id):
     jobs.reap(job_id)
-    return jobs.live_view(job_id, user_id)
+    return jobviews.live_view(job_id, user_id)
 
 
 ReapPoll = _poll_variant(
     "ReapPoll",
     r"/bench/status-reap-every-poll/([^/]+)",
-    {**vars(jobs), "live_view": _reap_then_live_view},
+    {**vars(jobviews), "live_view": _reap_then_live_view},
 )
 
 if NOCHECK_SQL is not None:

@@ -11,7 +11,7 @@ from flask import request
 from itsdangerous import TimestampSigner
 from werkzeug.test import Client
 
-from app import jobs
+from app import jobviews
 from tests.conftest import Actions, wait_for
 from tests.test_assessment_jobs import finished_job
 from tests.test_jobs import attr, insert_job
@@ -179,13 +179,13 @@ def test_the_fast_path_reads_the_session_as_flask_does(make_app, sql, monkeypatc
 def test_an_error_in_the_fast_path_leaves_the_poll_to_flask(polled, sql, monkeypatch):
     app, client, user_id, seen = polled
     path = f"/assessments/{insert_job(sql, user_id, 'running')}/status"
-    real = jobs.live_view
+    real = jobviews.live_view
 
     def lost_connection(*args):
-        monkeypatch.setattr(jobs, "live_view", real)
+        monkeypatch.setattr(jobviews, "live_view", real)
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(jobs, "live_view", lost_connection)
+    monkeypatch.setattr(jobviews, "live_view", lost_connection)
     response = client.get(path)
     assert seen == [path]  # Flask ran the poll again and answered it
     assert attr(response.get_data(as_text=True), "data-status") == "running"

@@ -1,0 +1,183 @@
+"""What pages show of a job: the status fragment's one SELECT, the poll-time reaper, the history.
+
+A healthy poll is one read. The transitions it may set off (reap, finalize) are the
+jobs and billing modules' conditional statements; this module only decides when.
+"""
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import text
+
+from . import billing, failpoints, jobs
+from .billing import Billing
+from .extensions import db
+from .jobs import STALE
+
+LATE_HEARTBEATS = 2.5  # missed heartbeats before the page says it is checking
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the status fragment needs to know about a job."""
+
+    id: uuid.UUID
+    status: str
+    billing: Billing
+    settled: bool
+    late: bool  # running, but no heartbeat for a while: the page says it is checking
+    message: str
+    step: str
+    progress: int
+    query_text: str
+    lang: str
+    area: dict[str, Any] | None
+    elapsed: float
+    balance: int  # the owner's balance, for the page's top bar
+
+
+# What a job's point is, read from the ledger and incidents in the same statement.
+BILLING_COLUMNS = (
+    " j.finalized_at IS NOT NULL AS finalized,"
+    " c.id IS NOT NULL AS charged,"
+    " EXISTS (SELECT 1 FROM point_ledger r WHERE r.refund_of = c.id AND r.kind = 'refund')"
+    "   AS refunded,"
+    " EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id AND i.resolved_at IS NULL)"
+    "   AS support_open"
+)
+WITH_CONSUME = (
+    " FROM assessment_jobs j LEFT JOIN point_ledger c ON c.job_id = j.id AND c.kind = 'consume'"
+)
+
+VIEW_SQL = text(
+    "SELECT j.id, j.status, j.message, j.step, j.progress, j.query_text, j.lang, j.area,"
+    " (SELECT point_balance FROM users u WHERE u.id = j.user_id) AS balance,"
+    " extract(epoch FROM coalesce(j.finished_at, now())"
+    "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
+    f" {STALE} AS stale,"
+    # Late: no sign of life for a few heartbeats, but the lease has not run out. The
+    # job may be gone; until the reaper can tell, the page says it is checking.
+    " (j.status = 'running' AND j.heartbeat_at < now() - make_interval(secs => :late))"
+    "   AS late,"
+    f"{BILLING_COLUMNS}{WITH_CONSUME}"
+    " WHERE j.id = :id AND j.user_id = :user"
+)
+
+
+def _params(job_id: uuid.UUID, user_id: int) -> dict[str, Any]:
+    late = LATE_HEARTBEATS * current_app.config["JOB_HEARTBEAT_SECONDS"]
+    return {"id": job_id, "user": user_id, "late": late, **jobs.ages()}
+
+
+def parse_id(raw: str) -> uuid.UUID | None:
+    """Return the job id in a URL, or None when it is not a UUID."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
+def view(job_id: uuid.UUID, user_id: int) -> JobView | None:
+    """Return the user's job as the status fragment shows it, settling it if it needs it.
+
+    A healthy poll is this one SELECT: staleness, lateness and billing are computed in it
+    on the database clock. Only a stale-looking row runs the reaping UPDATE, which repeats
+    the condition itself, and only a job that a fresh read shows failed and unfinalized
+    runs the finalizer, in the same request: the poll that reaps tells the truth at once.
+    """
+    row = _select(job_id, user_id)
+    if row is None:
+        return None
+    if row.stale:
+        if jobs.reap(job_id):
+            failpoints.hit("after_reap")
+        row = _select(job_id, user_id)  # the reap may have lost to a heartbeat or a finish
+    if row.status == "failed" and not row.finalized:
+        billing.finalize(job_id, user_id)
+        row = _select(job_id, user_id)
+    return _as_view(row)
+
+
+def live_view(job_id: uuid.UUID, user_id: int) -> JobView | None:
+    """Return the user's job if it is pending or running and not stale, else None.
+
+    For the poll's fast path (app/poll.py): such a job needs nothing but this read.
+    None sends the poll to view(), which reaps, settles or says 404 as it must.
+    """
+    row = _select(job_id, user_id)
+    if row is None or row.stale or row.status not in ("pending", "running"):
+        return None
+    return _as_view(row)
+
+
+def _as_view(row: Any) -> JobView:
+    return JobView(
+        id=row.id,
+        status=row.status,
+        billing=billing.billing_state(
+            row.status, row.finalized, row.charged, row.refunded, row.support_open, row.late
+        ),
+        settled=billing.is_settled(row.status, row.finalized),
+        late=row.late,
+        message=row.message,
+        step=row.step,
+        progress=row.progress,
+        query_text=row.query_text,
+        lang=row.lang,
+        area=row.area,
+        elapsed=row.elapsed,
+        balance=row.balance,
+    )
+
+
+def _select(job_id: uuid.UUID, user_id: int) -> Any:
+    return jobs.execute_one(VIEW_SQL, _params(job_id, user_id))
+
+
+def settle_user_jobs(user_id: int) -> None:
+    """Reap and finalize the user's unsettled jobs (for pages that list them)."""
+    ids = (
+        db.session.execute(
+            text(
+                "SELECT id FROM assessment_jobs"
+                " WHERE user_id = :u AND (status IN ('pending', 'running')"
+                "   OR (status = 'failed' AND finalized_at IS NULL))"
+            ),
+            {"u": user_id},
+        )
+        .scalars()
+        .all()
+    )
+    for job_id in ids:
+        view(job_id, user_id)
+
+
+def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
+    """Return a succeeded job's report, if it is still kept."""
+    return db.session.execute(
+        text("SELECT result FROM assessment_jobs WHERE id = :id AND user_id = :u"),
+        {"id": job_id, "u": user_id},
+    ).scalar_one_or_none()
+
+
+def history(user_id: int, limit: int = 100) -> list[dict[str, Any]]:
+    """Return the user's jobs, newest first, with what each cost."""
+    rows = db.session.execute(
+        text(
+            "SELECT j.id, j.status, j.query_text, j.lang, j.area, j.created_at,"
+            f"{BILLING_COLUMNS}{WITH_CONSUME}"
+            " WHERE j.user_id = :u ORDER BY j.created_at DESC LIMIT :n"
+        ),
+        {"u": user_id, "n": limit},
+    ).all()
+    return [
+        {
+            **row._mapping,
+            "billing": billing.billing_state(
+                row.status, row.finalized, row.charged, row.refunded, row.support_open
+            ),
+        }
+        for row in rows
+    ]
