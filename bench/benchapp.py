@@ -12,6 +12,9 @@ session, extensions and database pool as the status fragment they are compared w
   SELECT replaced by `false` (what a poll would cost with no reaper at all);
 - GET /bench/status-reap-every-poll/<id>: the reaping UPDATE on every poll, then the
   poll's fast path (the naive reaper the design avoids);
+- POST /bench/floor-submit: the design's floor for a submit, answered before Flask: the
+  product's INSERT, a thread, and that thread's `pending -> running` transaction, with no
+  framework, session, CSRF, form, place lookup or ledger (the form's `user` is trusted);
 - POST /bench/rq-submit: what the product would be with a queue instead: the same form,
   login, place lookup and balance check as POST /assessments, then an RQ enqueue (queue
   BENCH_RQ_QUEUE on BENCH_REDIS_URL) instead of the INSERT and the thread. It inserts no
@@ -21,7 +24,9 @@ session, extensions and database pool as the status fragment they are compared w
 import functools
 import os
 import re
+import threading
 import types
+import urllib.parse
 
 from flask import abort, current_app, redirect
 from sqlalchemy import text
@@ -80,9 +85,52 @@ ReapPoll = _poll_variant(
     {**vars(jobviews), "live_view": _reap_then_live_view},
 )
 
+
+class FloorSubmit:
+    """POST /bench/floor-submit: the INSERT, a thread, its start; nothing else (see above)."""
+
+    def __init__(self, app, wsgi_app):
+        self.app = app
+        self.wsgi_app = wsgi_app
+
+    def __call__(self, environ, start_response):
+        if environ["REQUEST_METHOD"] != "POST" or environ["PATH_INFO"] != "/bench/floor-submit":
+            return self.wsgi_app(environ, start_response)
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        user_id = int(urllib.parse.parse_qs(body.decode())["user"][0])
+        with self.app.app_context():
+            params = {"u": user_id, "q": "floor", "l": "en", "a": None}
+            job_id = jobs.execute_one(jobs.CREATE_SQL, params).id
+        threading.Thread(target=self.run, args=(job_id,), daemon=True).start()
+        start_response("303 See Other", [("Location", f"/x/{job_id}"), ("Content-Length", "0")])
+        return [b""]
+
+    def run(self, job_id) -> None:
+        """Start the job as jobs.start does (its own transaction), then finish it."""
+        with self.app.app_context():
+            conn = db.engine.raw_connection()
+            try:
+                cur = conn.cursor()
+                cur.execute(
+                    "UPDATE assessment_jobs SET status = 'running', started_at = now(),"
+                    " heartbeat_at = now() WHERE id = %s AND status = 'pending'",
+                    (job_id,),
+                )
+                conn.commit()
+                cur.execute(
+                    "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now()"
+                    " WHERE id = %s",
+                    (job_id,),
+                )
+                conn.commit()
+            finally:
+                conn.close()
+
+
 if NOCHECK_SQL is not None:
     app.wsgi_app = NoCheckPoll(app, app.wsgi_app)
 app.wsgi_app = ReapPoll(app, app.wsgi_app)
+app.wsgi_app = FloorSubmit(app, app.wsgi_app)
 
 
 @app.get("/bench/constant")

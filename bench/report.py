@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .common import LOGS
+from .submit import SETTLE_PAUSE as SUBMIT_PAUSE
 
 
 def _n(value, digits: int = 1, unit: str = "") -> str:
@@ -278,6 +279,16 @@ def render(r: dict) -> str:
             "",
             None,
         )
+        floor = _get(sb, "floor", "post_to_running", default={})
+        row(
+            "5e",
+            "the design's floor: gunicorn + the INSERT + a thread + its BEGIN, no Flask, median",
+            _n(floor.get("median_ms"), 2, " ms"),
+            f"RQ SimpleWorker {_n(rq.get('median_ms'), 2, ' ms')}",
+            _n(_safe_div(floor.get("median_ms"), rq.get("median_ms")), 2, "x"),
+            "",
+            None,
+        )
         fork = sb.get("rq_fork", {})
         row(
             "5d",
@@ -489,7 +500,12 @@ def _details(r: dict) -> list[str]:
         ]
         for label, s in (
             ("ours: POST -> running", _get(sb, "ours", "post_to_running")),
+            ("ours, part: POST -> INSERT (created_at)", _get(sb, "ours", "post_to_insert")),
+            ("ours, part: INSERT -> running", _get(sb, "ours", "insert_to_running")),
             ("ours: POST -> 303 received", _get(sb, "ours", "post_response")),
+            ("design floor (no Flask): POST -> running", _get(sb, "floor", "post_to_running")),
+            ("the floor, part: POST -> INSERT (created_at)", _get(sb, "floor", "post_to_insert")),
+            ("the floor, part: INSERT -> running", _get(sb, "floor", "insert_to_running")),
             (
                 "Flask + RQ SimpleWorker: POST -> start",
                 _get(sb, "flask_rq_simple", "post_to_start"),
@@ -504,6 +520,23 @@ def _details(r: dict) -> list[str]:
                 )
         if sb.get("rq_error"):
             out.append(f"\nRQ not measured: {sb['rq_error']}")
+        if trips := sb.get("round_trip"):
+            out += [
+                "",
+                "One round trip (`SELECT 1`, Redis `PING`), back to back and after the"
+                f" {1000 * SUBMIT_PAUSE:.0f} ms idle pause every submit above starts from:"
+                " what each hop between processes costs here.",
+                "",
+                "| round trip | back to back, median | after idle, median | after idle, p90 |",
+                "|---|---|---|---|",
+            ]
+            for name in ("postgres", "redis"):
+                warm, idle = trips.get(f"{name}_back_to_back"), trips.get(f"{name}_after_idle")
+                if warm and idle:
+                    out.append(
+                        f"| {name} | {warm['median_ms']:.3f} ms | {idle['median_ms']:.3f} ms |"
+                        f" {idle['p90_ms']:.3f} ms |"
+                    )
         out.append("")
     me = r.get("memory", {})
     if me and "error" not in me:

@@ -11,9 +11,15 @@ submit, every figure from the same run:
 - RQ, enqueue -> start: Queue.enqueue() of a job whose first line reads the clock,
   with SimpleWorker (runs jobs in the worker process) and the default forking Worker.
   This is the issue's baseline; it contains no web request at all.
+- the design's floor, POST -> running: the same measurement on POST /bench/floor-submit
+  (bench/benchapp.py), the product's INSERT and a thread that starts the job in its own
+  transaction, with no Flask, session, CSRF, form, place lookup or ledger: what any
+  implementation of DESIGN.md's submit costs on this machine, at least.
 - Flask + RQ, POST -> start: POST /bench/rq-submit (bench/benchapp.py) does what POST
   /assessments does before the INSERT (login, CSRF form, place, balance check), then
   enqueues to RQ (SimpleWorker): the same measurement as ours for a queue-based design.
+- one round trip to PostgreSQL and to Redis, back to back and after the same idle pause
+  the submits start from: what each hop between processes costs on this machine.
 
     python -m bench.submit [--n 200]
 """
@@ -175,15 +181,21 @@ def _rq_started(redis, job_id: str) -> float:
     raise RuntimeError(f"rq job {job_id} did not run")
 
 
-def ours(server: Server, db: Database, n: int, warmup: int) -> dict:
-    user = User(server, "submitter@bench.example").signup()
+def ours(server: Server, db: Database, n: int, warmup: int, floor: bool = False) -> dict:
+    """POST /assessments as a signed-in user; with floor, POST /bench/floor-submit."""
+    user = User(server, f"{'floor' if floor else 'submitter'}@bench.example").signup()
     client = RawPost(server.port, user.cookie)
-    form = {"query": PLACE, "lang": "en", "csrf_token": user.csrf()}
-    post_to_running, response = [], []
+    if floor:
+        path = "/bench/floor-submit"
+        form = {"user": str(db.scalar("SELECT id FROM users WHERE email = %s", (user.email,)))}
+    else:
+        path = "/assessments"
+        form = {"query": PLACE, "lang": "en", "csrf_token": user.csrf()}
+    post_to_running, post_to_insert, insert_to_running, response = [], [], [], []
     statuses: dict[str, int] = {}
     with db.connect() as conn:
         for i in range(warmup + n):
-            t0, status, headers = client.post("/assessments", form)
+            t0, status, headers = client.post(path, form)
             t1 = time.time()
             if status != 303:
                 raise RuntimeError(f"submit {i}: {status}")
@@ -193,8 +205,8 @@ def ours(server: Server, db: Database, n: int, warmup: int) -> dict:
             row = None
             while time.monotonic() < deadline:
                 row = conn.execute(
-                    "SELECT status, extract(epoch FROM started_at) FROM assessment_jobs"
-                    " WHERE id = %s",
+                    "SELECT status, extract(epoch FROM started_at),"
+                    " extract(epoch FROM created_at) FROM assessment_jobs WHERE id = %s",
                     (job_id,),
                 ).fetchone()
                 if row[0] in ("succeeded", "failed"):
@@ -204,14 +216,45 @@ def ours(server: Server, db: Database, n: int, warmup: int) -> dict:
                 raise RuntimeError(f"job {job_id} did not finish: {row}")
             statuses[row[0]] = statuses.get(row[0], 0) + 1
             if i >= warmup:
-                post_to_running.append((float(row[1]) - t0) * 1e3)
+                started, created = float(row[1]), float(row[2])
+                post_to_running.append((started - t0) * 1e3)
+                post_to_insert.append((created - t0) * 1e3)
+                insert_to_running.append((started - created) * 1e3)
                 response.append((t1 - t0) * 1e3)
     client.close()
     return {
         "post_to_running": _stats(post_to_running),
+        # The same path cut at the INSERT's arrival in the database (created_at): the
+        # web request before it; the INSERT's commit, the thread and its BEGIN after it.
+        "post_to_insert": _stats(post_to_insert),
+        "insert_to_running": _stats(insert_to_running),
         "post_response": _stats(response),
         "job_statuses": statuses,
     }
+
+
+def idle_round_trips(db: Database, redis, n: int = 200) -> dict:
+    """One round trip to PostgreSQL and to Redis, back to back and after SETTLE_PAUSE idle.
+
+    Every submit above starts from an idle machine (the client waits for the job to
+    finish); this is what each hop between processes costs in that state, in this run.
+    """
+    out = {}
+    with db.connect() as conn:
+        probes = {"postgres": lambda: conn.execute("SELECT 1").fetchone()}
+        if redis is not None:
+            probes["redis"] = redis.ping
+        for name, probe in probes.items():
+            for label, pause in (("back_to_back", 0.0), ("after_idle", SETTLE_PAUSE)):
+                times = []
+                for _ in range(n):
+                    if pause:
+                        time.sleep(pause)
+                    t0 = time.perf_counter()
+                    probe()
+                    times.append((time.perf_counter() - t0) * 1e3)
+                out[f"{name}_{label}"] = _stats(times)
+    return out
 
 
 def flask_rq(server: Server, redis, n: int, warmup: int) -> dict:
@@ -273,12 +316,16 @@ def run(db: Database, n: int = 200, warmup: int = 10, forking: bool = True) -> d
         with server:
             log(f"submit: ours, {n} submits")
             out["ours"] = ours(server, db, n, warmup)
+            log(f"submit: the design's floor (no Flask), {n} submits")
+            out["floor"] = ours(server, db, n, warmup, floor=True)
             if simple is not None:
                 log(f"submit: Flask + RQ SimpleWorker, {n} submits")
                 out["flask_rq_simple"] = flask_rq(server, redis, n, warmup)
         if simple is not None:
             log(f"submit: RQ SimpleWorker enqueue, {n} jobs")
             out["rq_simple"] = rq_enqueue(redis, queue_name, n, warmup)
+        log("submit: one round trip, back to back and after idle")
+        out["round_trip"] = idle_round_trips(db, redis if simple is not None else None)
     finally:
         if simple is not None:
             simple.__exit__(None, None, None)
