@@ -132,7 +132,12 @@ def logout():
 
 def _safe_next() -> str | None:
     target = request.args.get("next", "")
-    # Only local paths: an open redirect would hand our users to anyone.
-    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
+    # Only local paths: an open redirect would hand our users to anyone. Browsers drop
+    # tabs and newlines inside a URL ("/\t/evil.example" is "//evil.example") and read a
+    # backslash as a slash, so a target with any of them, or a space, is refused whole;
+    # a newline could not go into a Location header anyway.
+    if any(ch == "\\" or ord(ch) <= 32 or ord(ch) == 127 for ch in target):
+        return None
+    if target.startswith("/") and not target.startswith("//"):
         return target
     return None

@@ -134,7 +134,18 @@ def test_signed_out_pages_send_to_login_and_back(client, actions):
 def test_login_never_redirects_off_site(client, actions):
     actions.signup("safe@example.com")
     client.post("/logout", data={"csrf_token": actions.token("/")})
-    for target in ("//evil.example", "https://evil.example/", "/\\evil.example"):
+    # Browsers drop tabs and newlines inside URLs: "/%09/evil.example" is "//evil.example".
+    off_site = (
+        "//evil.example",
+        "https://evil.example/",
+        "/\\evil.example",
+        "/%09/evil.example",
+        "/%0a/evil.example",
+        "/%0d%0a/evil.example",
+        "/%20/evil.example",
+        "/%7f/evil.example",
+    )
+    for target in off_site:
         response = client.post(
             f"/login?next={target}",
             data={
@@ -143,7 +154,11 @@ def test_login_never_redirects_off_site(client, actions):
                 "csrf_token": actions.token("/login"),
             },
         )
-        assert response.headers["Location"] == "/"
+        assert response.status_code == 303, target
+        assert response.headers["Location"] == "/", target
+        # Signed in, the login page redirects at once: the same check applies.
+        response = client.get(f"/login?next={target}")
+        assert (response.status_code, response.headers["Location"]) == (302, "/"), target
         client.post("/logout", data={"csrf_token": actions.token("/")})
 
 
