@@ -1,5 +1,6 @@
 """The forms; Flask-WTF adds the CSRF token to every one."""
 
+from flask import request
 from flask_wtf import FlaskForm
 from wtforms import (
     EmailField,
@@ -14,13 +15,28 @@ from wtforms.validators import DataRequired, Email, Length, ValidationError
 LANGS = [SelectChoice("en", "English"), SelectChoice("ja", "日本語 (Japanese)")]
 
 
+class Form(FlaskForm):
+    """A FlaskForm whose fields read only the request's form fields.
+
+    Flask-WTF would also fill them from uploaded files and JSON bodies; every field
+    here is text, and a file or a number reaching a text validator was a 500.
+    """
+
+    class Meta:
+        def wrap_formdata(self, form, formdata):
+            wrapped = super().wrap_formdata(form, formdata)
+            if wrapped is None or wrapped is request.form:
+                return wrapped
+            return request.form or None  # the text fields of a multipart form, or nothing
+
+
 def printable(form, field) -> None:
     """Refuse control characters (a NUL cannot even be stored in PostgreSQL text)."""
     if field.data and any(ord(ch) < 32 or ord(ch) == 127 for ch in field.data):
         raise ValidationError("Remove the control characters from this field.")
 
 
-class SignupForm(FlaskForm):
+class SignupForm(Form):
     email = EmailField(
         "Email",
         validators=[DataRequired("Enter your email address."), Length(max=254), printable, Email()],
@@ -34,7 +50,7 @@ class SignupForm(FlaskForm):
     )
 
 
-class LoginForm(FlaskForm):
+class LoginForm(Form):
     email = EmailField(
         "Email",
         validators=[DataRequired("Enter your email address."), Length(max=254), printable],
@@ -44,7 +60,7 @@ class LoginForm(FlaskForm):
     )
 
 
-class AssessmentForm(FlaskForm):
+class AssessmentForm(Form):
     query = StringField(
         "Place",
         validators=[
@@ -52,7 +68,7 @@ class AssessmentForm(FlaskForm):
             Length(max=200, message="Keep the place under 200 characters."),
             printable,
         ],
-        filters=[lambda s: s.strip() if isinstance(s, str) else s],
+        filters=[lambda s: s.strip() if s else s],
     )
     lang = SelectField(
         "Report language",
@@ -62,12 +78,12 @@ class AssessmentForm(FlaskForm):
     )
 
 
-class ReasonForm(FlaskForm):
+class ReasonForm(Form):
     reason = TextAreaField(
         "Reason",
         validators=[
             DataRequired("Say why, for the record."),
             Length(max=1000, message="Keep the reason under 1,000 characters."),
         ],
-        filters=[lambda s: s.replace("\x00", "") if isinstance(s, str) else s],
+        filters=[lambda s: s.replace("\x00", "") if s else s],
     )

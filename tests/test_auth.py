@@ -1,5 +1,7 @@
 """Accounts: sign up, log in, log out, and what bad input gets."""
 
+import io
+
 import pytest
 
 from tests.conftest import csrf_token
@@ -92,6 +94,17 @@ def test_invalid_utf8_never_gives_500(client):
     for path in ("/signup", "/login"):
         response = client.post(path, data=body, content_type="application/x-www-form-urlencoded")
         assert response.status_code < 500  # decoded with replacement characters
+
+
+@pytest.mark.parametrize("path", ["/signup", "/login"])
+@pytest.mark.parametrize("field", ["email", "password"])
+def test_a_file_in_a_text_field_is_400_and_signs_nobody_up(client, sql, path, field):
+    data = {"email": "file@example.com", "password": "correct horse"}
+    data[field] = (io.BytesIO(data[field].encode()), "field.txt")
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    response = client.post(path, data={**data, "csrf_token": token})
+    assert response.status_code == 400
+    assert sql("SELECT count(*) FROM users") == [(0,)]
 
 
 def test_oversized_body_is_refused(client):

@@ -1,5 +1,6 @@
 """The core loop in-process: submit, run on a real thread, poll the fragment."""
 
+import io
 import re
 import threading
 import time
@@ -251,6 +252,20 @@ def test_bad_submit_input_is_400_and_writes_nothing(client, actions, sql, query,
     assert message in response.get_data(as_text=True)
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
     assert sql("SELECT count(*) FROM point_ledger WHERE kind <> 'grant'") == [(0,)]
+
+
+def test_a_file_or_json_where_text_belongs_is_400_and_writes_nothing(client, actions, sql):
+    actions.signup()
+    token = actions.token("/assessments/new")
+    upload = {"query": (io.BytesIO("札幌市".encode()), "place.txt"), "lang": "en"}
+    response = client.post("/assessments", data={**upload, "csrf_token": token})
+    assert response.status_code == 400
+    assert "Type a place" in response.get_data(as_text=True)
+    response = client.post(
+        "/assessments", json={"query": 5, "lang": "en"}, headers={"X-CSRFToken": token}
+    )
+    assert response.status_code == 400
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
 
 
 def test_submit_without_csrf_is_400(client, actions, sql):
