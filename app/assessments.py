@@ -3,7 +3,7 @@
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from . import housekeeping, jobs, jobviews, pipeline
+from . import housekeeping, jobs, jobviews, ledger, pipeline
 from .assessment import PlaceAmbiguous, PlaceNotFound
 from .auth import session_user_id
 from .extensions import login_manager
@@ -21,7 +21,12 @@ NO_POINTS = "Nothing was charged. Ask our support team to add points to your acc
 def index():
     """List the user's assessments with what each cost."""
     jobviews.settle_user_jobs(current_user.id)
-    return render_template("assessments/index.html", rows=jobviews.history(current_user.id))
+    ledger.begin_snapshot()  # the top bar's balance and the badges: one moment
+    return render_template(
+        "assessments/index.html",
+        balance=ledger.balance(current_user.id),
+        rows=jobviews.history(current_user.id),
+    )
 
 
 @bp.get("/new")

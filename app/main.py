@@ -14,11 +14,12 @@ def dashboard():
     if not current_user.is_authenticated:
         return render_template("welcome.html")
     jobviews.settle_user_jobs(current_user.id)
+    ledger.begin_snapshot()  # the balance, its ledger rows and the badges: one moment
     return render_template(
         "dashboard.html",
+        balance=ledger.balance(current_user.id),
         entries=ledger.history(current_user.id),
         recent=jobviews.history(current_user.id, limit=5),
-        balance=current_user.point_balance,
     )
 
 

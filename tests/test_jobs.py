@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from app import billing
+from app import billing, jobviews, ledger
 from tests.conftest import Actions, csrf_token, job_id_from, signed_in, wait_for
 
 
@@ -303,3 +303,67 @@ def test_job_page_has_noscript_refresh_while_running(make_app):
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
     assert '<noscript><meta http-equiv="refresh"' in page
     assert csrf_token(page)
+
+
+def _commit_between_reads(monkeypatch, module, name, write):
+    """Make module.name commit write() on another connection, once, before it reads."""
+    real = getattr(module, name)
+    pending = [write]
+
+    def read(*args, **kwargs):
+        while pending:
+            pending.pop()()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, read)
+
+
+def test_dashboard_balance_equals_the_ledger_rows_it_shows(client, actions, sql, monkeypatch):
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+
+    def grant():
+        sql(
+            "WITH g AS (INSERT INTO point_ledger (user_id, kind, amount, reason)"
+            " VALUES (%(u)s, 'grant', 1, 'elsewhere'))"
+            " UPDATE users SET point_balance = point_balance + 1 WHERE id = %(u)s",
+            u=user_id,
+        )
+
+    # A grant commits after the page has started reading, before its ledger rows.
+    _commit_between_reads(monkeypatch, ledger, "history", grant)
+    html = client.get("/").get_data(as_text=True)
+    shown = sum(int(n) for n in re.findall(r'<td class="num">([+-]\d+)</td>', html))
+    big = re.search(r'id="balance" data-balance="(\d+)"', html).group(1)
+    assert int(attr(html, "data-balance")) == int(big) == shown  # nav, card, rows
+
+
+def test_history_badges_and_balance_are_one_moment(client, actions, sql, monkeypatch):
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    before = sql("SELECT point_balance FROM users")[0][0]
+    job = insert_job(sql, user_id, "running")
+    sql(
+        "WITH c AS (INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
+        " VALUES (%(u)s, 'consume', -1, %(j)s, 'area assessment'))"
+        " UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s",
+        u=user_id,
+        j=job,
+    )
+
+    def fail_and_refund():  # what the reaper and the finalizer of another tab commit
+        sql(
+            "WITH f AS (UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            "   finalized_at = now() WHERE id = %(j)s),"
+            " r AS (INSERT INTO point_ledger (user_id, kind, amount, job_id, refund_of, reason)"
+            "   SELECT user_id, 'refund', 1, job_id, id, 'refund' FROM point_ledger"
+            "   WHERE job_id = %(j)s AND kind = 'consume')"
+            " UPDATE users SET point_balance = point_balance + 1 WHERE id = %(u)s",
+            u=user_id,
+            j=job,
+        )
+
+    _commit_between_reads(monkeypatch, jobviews, "history", fail_and_refund)
+    html = client.get("/assessments").get_data(as_text=True)
+    seen = (int(attr(html, "data-balance")), "billing-refunded" in html)
+    assert seen in [(before - 1, False), (before, True)]
