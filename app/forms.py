@@ -30,6 +30,11 @@ class Form(FlaskForm):
             return request.form or None  # the text fields of a multipart form, or nothing
 
 
+def stripped(value: str | None) -> str | None:
+    """Drop the spaces around a typed value."""
+    return value.strip() if value else value
+
+
 def printable(form, field) -> None:
     """Refuse control characters (a NUL cannot even be stored in PostgreSQL text)."""
     if field.data and any(ord(ch) < 32 or ord(ch) == 127 for ch in field.data):
@@ -40,6 +45,7 @@ class SignupForm(Form):
     email = EmailField(
         "Email",
         validators=[DataRequired("Enter your email address."), Length(max=254), printable, Email()],
+        filters=[stripped],  # as login and the stored address do
     )
     password = PasswordField(
         "Password",
@@ -68,7 +74,7 @@ class AssessmentForm(Form):
             Length(max=200, message="Keep the place under 200 characters."),
             printable,
         ],
-        filters=[lambda s: s.strip() if s else s],
+        filters=[stripped],
     )
     lang = SelectField(
         "Report language",

@@ -21,6 +21,13 @@ def test_signup_grants_points_and_signs_in(client, actions, sql):
     assert "correct horse" not in hashed and hashed.startswith(("scrypt:", "pbkdf2:"))
 
 
+def test_spaces_around_the_email_are_dropped_at_signup_as_at_login(client, actions, sql):
+    assert actions.signup("  spaced@example.com ").status_code == 303
+    assert sql("SELECT email FROM users") == [("spaced@example.com",)]
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    assert actions.login(" spaced@example.com  ").status_code == 303
+
+
 def test_duplicate_email_in_any_case_is_refused(client, actions, sql):
     actions.signup("Case@Example.com")
     client.post("/logout", data={"csrf_token": actions.token("/")})
