@@ -83,7 +83,11 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         log.info("job %s stopped: its row is no longer running", job_id)
     except ProviderError as exc:
         log.warning("job %s: provider failed: %s", job_id, exc)
-        _fail(job_id, "PROVIDER_ERROR", f"A hazard data provider failed: {exc}")
+        _fail(
+            job_id,
+            "PROVIDER_ERROR",
+            f'The hazard data provider failed on the "{exc.dataset}" layer: {exc.reason}.',
+        )
     except Exception:
         log.exception("job %s failed", job_id)
         _fail(job_id, "INTERNAL_ERROR", "The assessment failed because of an error on our side.")

@@ -45,6 +45,7 @@ def test_upstream_error_fails_the_job_honestly(make_app, upstream: Upstream, sql
     html = poll_until(client, job_id, settled)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
     assert "HTTP 500" in html and "Your point was refunded." in html
+    assert 'hazard dataset "' not in html  # the log's wording, with the tile key, stays there
     assert sql("SELECT error_code FROM assessment_jobs") == [("PROVIDER_ERROR",)]
     assert sql("SELECT point_balance FROM users") == [(3,)]
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0

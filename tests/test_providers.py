@@ -121,5 +121,7 @@ def test_http_reports_an_unreachable_server() -> None:
     with socket.socket() as sock:  # a port nobody listens on once it is closed
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(ProviderError, match="unreachable"):
+    with pytest.raises(ProviderError, match="unreachable") as info:
         HttpProvider(f"http://127.0.0.1:{port}", timeout=1).fetch("faults", "011002")
+    assert info.value.reason == "unreachable"  # what the user reads; the OS error is logged
+    assert "refused" in str(info.value)

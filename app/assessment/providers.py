@@ -55,8 +55,10 @@ DEMO_CALLS_PER_JOB = TILES_PER_AREA + 1
 class ProviderError(Exception):
     """An upstream dataset could not be fetched or made no sense."""
 
-    def __init__(self, dataset: str, key: str, reason: str) -> None:
-        super().__init__(f'hazard dataset "{dataset}" for {key}: {reason}')
+    def __init__(self, dataset: str, key: str, reason: str, detail: str = "") -> None:
+        # reason is for the user; the key and the detail (an OS error, say) are for the log.
+        where = f'hazard dataset "{dataset}" for {key}'
+        super().__init__(f"{where}: {reason} ({detail})" if detail else f"{where}: {reason}")
         self.dataset = dataset
         self.key = key
         self.reason = reason
@@ -128,9 +130,9 @@ class HttpProvider:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError):
                 raise ProviderError(dataset, key, f"no answer within {self.timeout:g} s") from exc
-            raise ProviderError(dataset, key, f"unreachable ({exc.reason})") from exc
+            raise ProviderError(dataset, key, "unreachable", str(exc.reason)) from exc
         except (OSError, http.client.HTTPException) as exc:  # reset, or not HTTP at all
-            raise ProviderError(dataset, key, f"the connection failed ({exc!r})") from exc
+            raise ProviderError(dataset, key, "the connection failed", repr(exc)) from exc
         try:
             payload = json.loads(body)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
