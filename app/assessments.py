@@ -1,9 +1,11 @@
 """Assessment pages: the form, submit, the job page, its status fragment, the history."""
 
+import functools
+
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from . import housekeeping, jobs, jobviews, ledger, pipeline
+from . import housekeeping, jobs, jobviews, ledger, paging, pipeline
 from .assessment import PlaceAmbiguous, PlaceNotFound
 from .auth import session_user_id
 from .extensions import login_manager
@@ -25,7 +27,7 @@ def index():
     return render_template(
         "assessments/index.html",
         balance=ledger.balance(current_user.id),
-        rows=jobviews.history(current_user.id),
+        page=paging.current_page(functools.partial(jobviews.history, current_user.id)),
     )
 
 

@@ -162,15 +162,15 @@ def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
     ).scalar_one_or_none()
 
 
-def history(user_id: int, limit: int = 100) -> list[dict[str, Any]]:
+def history(user_id: int, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
     """Return the user's jobs, newest first, with what each cost."""
     rows = db.session.execute(
         text(
             "SELECT j.id, j.status, j.query_text, j.lang, j.area, j.created_at,"
             f"{BILLING_COLUMNS}{WITH_CONSUME}"
-            " WHERE j.user_id = :u ORDER BY j.created_at DESC LIMIT :n"
+            " WHERE j.user_id = :u ORDER BY j.created_at DESC, j.id DESC LIMIT :n OFFSET :o"
         ),
-        {"u": user_id, "n": limit},
+        {"u": user_id, "n": limit, "o": offset},
     ).all()
     return [
         {

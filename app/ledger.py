@@ -135,14 +135,14 @@ def balance(user_id: int) -> int:
     ).scalar_one()
 
 
-def history(user_id: int, limit: int = 50) -> list[Row]:
-    """Return a user's most recent ledger rows, newest first."""
+def history(user_id: int, limit: int = 50, offset: int = 0) -> list[Row]:
+    """Return a user's ledger rows, newest first."""
     return db.session.execute(
         text(
             "SELECT id, kind, amount, job_id, reason, created_at FROM point_ledger"
-            " WHERE user_id = :u ORDER BY id DESC LIMIT :n"
+            " WHERE user_id = :u ORDER BY id DESC LIMIT :n OFFSET :o"
         ),
-        {"u": user_id, "n": limit},
+        {"u": user_id, "n": limit, "o": offset},
     ).all()
 
 

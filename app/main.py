@@ -1,11 +1,15 @@
-"""The dashboard: the balance, the ledger and recent assessments."""
+"""The dashboard (the balance, the latest changes, recent assessments) and the point history."""
+
+import functools
 
 from flask import Blueprint, render_template
-from flask_login import current_user
+from flask_login import current_user, login_required
 
-from . import jobviews, ledger
+from . import jobviews, ledger, paging
 
 bp = Blueprint("main", __name__)
+
+DASHBOARD_ENTRIES = 10  # the latest changes; /points has them all
 
 
 @bp.get("/")
@@ -18,8 +22,20 @@ def dashboard():
     return render_template(
         "dashboard.html",
         balance=ledger.balance(current_user.id),
-        entries=ledger.history(current_user.id),
+        entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
         recent=jobviews.history(current_user.id, limit=5),
+    )
+
+
+@bp.get("/points")
+@login_required
+def points():
+    """Show every change to the user's balance, a page at a time."""
+    ledger.begin_snapshot()
+    return render_template(
+        "points.html",
+        balance=ledger.balance(current_user.id),
+        page=paging.current_page(functools.partial(ledger.history, current_user.id)),
     )
 
 

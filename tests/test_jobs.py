@@ -367,3 +367,50 @@ def test_history_badges_and_balance_are_one_moment(client, actions, sql, monkeyp
     html = client.get("/assessments").get_data(as_text=True)
     seen = (int(attr(html, "data-balance")), "billing-refunded" in html)
     assert seen in [(before - 1, False), (before, True)]
+
+
+def test_history_and_points_pages_show_every_row_a_page_at_a_time(client, actions, sql):
+    actions.signup()
+    user_id = sql("SELECT id FROM users")[0][0]
+    sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, created_at)"
+        " SELECT %(u)s, 'job ' || n, 'en', 'succeeded', now() - n * interval '1 minute'"
+        " FROM generate_series(1, 120) n",
+        u=user_id,
+    )
+    sql(
+        "WITH g AS (INSERT INTO point_ledger (user_id, kind, amount, reason)"
+        "   SELECT %(u)s, 'grant', 1, 'grant ' || n FROM generate_series(1, 109) n)"
+        " UPDATE users SET point_balance = point_balance + 109 WHERE id = %(u)s",
+        u=user_id,
+    )  # 110 rows with the signup grant
+    lists = (("/assessments", r"job \d+", 120), ("/points", r"grant \d+|welcome points", 110))
+    for path, row, total in lists:
+        seen, page = [], 1
+        while True:
+            response = client.get(f"{path}?page={page}")
+            assert response.status_code == 200, (path, page)
+            html = response.get_data(as_text=True)
+            rows = re.findall(row, html)
+            seen += rows
+            assert len(rows) <= 50
+            if 'rel="next"' not in html:
+                break
+            page += 1
+        assert (page, len(seen), len(set(seen))) == (3, total, total), path
+        assert client.get(f"{path}?page=4").status_code == 404
+        for bad in ("0", "-1", "abc", "1.5", "²", "9" * 50):
+            assert client.get(f"{path}?page={bad}").status_code == 400, (path, bad)
+    html = client.get("/points").get_data(as_text=True)
+    assert attr(html, "data-balance") == str(sql("SELECT point_balance FROM users")[0][0])
+    dashboard = client.get("/").get_data(as_text=True)
+    assert 'href="/points"' in dashboard
+    assert dashboard.count('<tr class="ledger-') == 10  # the latest; /points has them all
+
+
+def test_lists_name_the_prefecture_of_places_that_share_a_name(client, actions):
+    actions.signup()
+    job_id = job_id_from(actions.submit("132063"))  # 府中市, Tokyo (Hiroshima has one too)
+    for path in ("/assessments", "/", f"/assessments/{job_id}"):
+        html = client.get(path).get_data(as_text=True)
+        assert "Fuchu-shi, Tokyo" in html and "東京都府中市" in html, path
