@@ -201,6 +201,10 @@ def test_fragment_attributes_in_every_state(client, actions, sql):
     user_id = sql("SELECT id FROM users")[0][0]
     job = insert_job(sql, user_id, "running")
     assert fragment(client, job)[:3] == ("running", "pending", True)
+    # Not charged yet and not quiet: the badge says so, as the text under it does.
+    for html in (fragment(client, job)[3], client.get("/assessments").get_data(as_text=True)):
+        assert '<span class="badge billing-pending">Not used yet</span>' in html
+        assert ">Checking<" not in html
 
     sql(
         "INSERT INTO point_ledger (user_id, kind, amount, job_id)"

@@ -177,6 +177,7 @@ def test_a_job_gone_quiet_says_checking_then_the_reaping_poll_settles_it(client,
     html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("running", "pending")
     assert "lost contact" in html and "Checking your points…" in html
+    assert '<span class="badge billing-pending">Checking</span>' in html
     assert "hx-trigger" in html
     assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(0,)]
 
