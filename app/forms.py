@@ -19,15 +19,15 @@ class Form(FlaskForm):
     """A FlaskForm whose fields read only the request's form fields.
 
     Flask-WTF would also fill them from uploaded files and JSON bodies; every field
-    here is text, and a file or a number reaching a text validator was a 500.
+    here is text, and a file or a number reaching a text validator was a 500. The
+    forms are always filled from the request.
     """
 
     class Meta:
         def wrap_formdata(self, form, formdata):
-            wrapped = super().wrap_formdata(form, formdata)
-            if wrapped is None or wrapped is request.form:
-                return wrapped
-            return request.form or None  # the text fields of a multipart form, or nothing
+            # The text fields of a urlencoded or multipart body, or nothing: not even
+            # Flask-WTF's own reading, which fails on a JSON body that is not an object.
+            return (request.form or None) if form.is_submitted() else None
 
 
 def stripped(value: str | None) -> str | None:
@@ -60,6 +60,7 @@ class LoginForm(Form):
     email = EmailField(
         "Email",
         validators=[DataRequired("Enter your email address."), Length(max=254), printable],
+        filters=[stripped],
     )
     password = PasswordField(
         "Password", validators=[DataRequired("Enter your password."), Length(max=128)]

@@ -265,10 +265,9 @@ def test_a_file_or_json_where_text_belongs_is_400_and_writes_nothing(client, act
     response = client.post("/assessments", data={**upload, "csrf_token": token})
     assert response.status_code == 400
     assert "Type a place" in response.get_data(as_text=True)
-    response = client.post(
-        "/assessments", json={"query": 5, "lang": "en"}, headers={"X-CSRFToken": token}
-    )
-    assert response.status_code == 400
+    for body in ({"query": 5, "lang": "en"}, [1], "札幌市", 5, None):
+        response = client.post("/assessments", json=body, headers={"X-CSRFToken": token})
+        assert response.status_code == 400, body
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
 
 
@@ -322,7 +321,10 @@ def _commit_between_reads(monkeypatch, module, name, write):
     monkeypatch.setattr(module, name, read)
 
 
-def test_dashboard_balance_equals_the_ledger_rows_it_shows(client, actions, sql, monkeypatch):
+@pytest.mark.parametrize("path", ["/", "/points"])
+def test_a_balance_and_the_ledger_rows_beside_it_are_one_moment(
+    client, actions, sql, monkeypatch, path
+):
     actions.signup()
     user_id = sql("SELECT id FROM users")[0][0]
 
@@ -336,10 +338,11 @@ def test_dashboard_balance_equals_the_ledger_rows_it_shows(client, actions, sql,
 
     # A grant commits after the page has started reading, before its ledger rows.
     _commit_between_reads(monkeypatch, ledger, "history", grant)
-    html = client.get("/").get_data(as_text=True)
+    html = client.get(path).get_data(as_text=True)
     shown = sum(int(n) for n in re.findall(r'<td class="num">([+-]\d+)</td>', html))
     big = re.search(r'id="balance" data-balance="(\d+)"', html).group(1)
-    assert int(attr(html, "data-balance")) == int(big) == shown  # nav, card, rows
+    # Two rows, all shown: the nav, the page's balance and the rows must add up.
+    assert int(attr(html, "data-balance")) == int(big) == shown
 
 
 def test_history_badges_and_balance_are_one_moment(client, actions, sql, monkeypatch):
