@@ -122,7 +122,8 @@ def begin_snapshot() -> None:
 
     A page that shows a balance beside ledger rows or job badges reads them all in it,
     so a charge or a refund that commits between two of its reads cannot make them
-    disagree. The transaction ends with the request.
+    disagree. It commits what the request wrote before it (settling jobs, say); the
+    snapshot's own transaction ends with the request.
     """
     db.session.commit()
     db.session.connection(execution_options={"isolation_level": "REPEATABLE READ"})

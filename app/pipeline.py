@@ -86,7 +86,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         _fail(
             job_id,
             "PROVIDER_ERROR",
-            f'The hazard data provider failed on the "{exc.dataset}" layer: {exc.reason}.',
+            f'The "{exc.dataset}" hazard data could not be fetched: {exc.reason}.',
         )
     except Exception:
         log.exception("job %s failed", job_id)
