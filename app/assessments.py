@@ -23,10 +23,9 @@ NO_POINTS = "Nothing was charged. Ask our support team to add points to your acc
 def index():
     """List the user's assessments with what each cost."""
     jobviews.settle_user_jobs(current_user.id)
-    ledger.begin_snapshot()  # the top bar's balance and the badges: one moment
     return render_template(
         "assessments/index.html",
-        balance=ledger.balance(current_user.id),
+        balance=ledger.balance_snapshot(current_user.id),  # the badges read in it too
         page=paging.current_page(functools.partial(jobviews.history, current_user.id)),
     )
 

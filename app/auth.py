@@ -30,9 +30,9 @@ bp = Blueprint("auth", __name__)
 def session_user_id() -> int | None:
     """Return the signed-in user's id from the signed session, without loading the user.
 
-    For the status fragment only: every open job page polls it every couple of seconds,
-    and loading the user row there cost as much as the whole poll (bench/RESULTS.md).
-    The poll's query is scoped to this id, so ownership is still checked in SQL.
+    For the status fragment, which every open job page polls every couple of seconds
+    (loading the user row there cost as much as the whole poll, bench/RESULTS.md), and
+    for submit. Their queries are scoped to this id, so ownership is still checked in SQL.
     """
     return user_id_of(session)
 
@@ -102,7 +102,7 @@ def login():
     form = LoginForm()
     if form.validate_on_submit():
         failures = current_app.extensions["login_failures"]
-        account = form.email.data.strip().lower()
+        account = form.email.data.lower()  # the form strips it
         if not failures.test(LOGIN_FAILURES, "login", account):
             return _too_many_failures(failures, account)
         user = accounts.authenticate(form.email.data, form.password.data)

@@ -117,20 +117,16 @@ def entries_for_job(job_id: uuid.UUID) -> list[Row]:
     ).all()
 
 
-def begin_snapshot() -> None:
-    """Make the rest of this request's reads one REPEATABLE READ snapshot.
+def balance_snapshot(user_id: int) -> int:
+    """Return a user's balance, read first in a REPEATABLE READ snapshot that stays open.
 
-    A page that shows a balance beside ledger rows or job badges reads them all in it,
-    so a charge or a refund that commits between two of its reads cannot make them
-    disagree. It commits what the request wrote before it (settling jobs, say); the
+    A page that shows a balance beside ledger rows or job badges reads them all in this
+    snapshot, so a charge or a refund that commits between two of its reads cannot make
+    them disagree. It commits what the request wrote before it (settling jobs, say); the
     snapshot's own transaction ends with the request.
     """
     db.session.commit()
     db.session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-
-
-def balance(user_id: int) -> int:
-    """Return a user's point balance."""
     return db.session.execute(
         text("SELECT point_balance FROM users WHERE id = :u"), {"u": user_id}
     ).scalar_one()

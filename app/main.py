@@ -18,10 +18,10 @@ def dashboard():
     if not current_user.is_authenticated:
         return render_template("welcome.html")
     jobviews.settle_user_jobs(current_user.id)
-    ledger.begin_snapshot()  # the balance, its ledger rows and the badges: one moment
     return render_template(
         "dashboard.html",
-        balance=ledger.balance(current_user.id),
+        # The balance, its ledger rows and the badges: one moment.
+        balance=ledger.balance_snapshot(current_user.id),
         entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
         recent=jobviews.history(current_user.id, limit=5),
     )
@@ -31,10 +31,9 @@ def dashboard():
 @login_required
 def points():
     """Show every change to the user's balance, a page at a time."""
-    ledger.begin_snapshot()
     return render_template(
         "points.html",
-        balance=ledger.balance(current_user.id),
+        balance=ledger.balance_snapshot(current_user.id),
         page=paging.current_page(functools.partial(ledger.history, current_user.id)),
     )
 

@@ -349,12 +349,19 @@ def servers(*items: Server) -> Iterator[tuple[Server, ...]]:
             item.stop()
 
 
-def run_alone(run, doc: str) -> None:
-    """Run one benchmark on a database of its own; print its figures as JSON."""
-    argparse.ArgumentParser(description=doc.splitlines()[0]).parse_args()
+def run_alone(run, doc: str, **options) -> None:
+    """Run one benchmark on a database of its own; print its figures as JSON.
+
+    Each option (name=default) becomes a --name flag passed on to run() by name.
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for name, default in options.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default)
+    args = parser.parse_args()
+    raise_fd_limit()
     db = Database()
     try:
-        out = run(db)
+        out = run(db, **vars(args))
     finally:
         db.close()
     print(json.dumps(out, indent=2))

@@ -8,14 +8,12 @@ same jobs running, same timetable: the constant endpoint of bench/benchapp.py.
     python -m bench.poll_open [--browsers 1000] [--duration 30]
 """
 
-import argparse
-import json
 import os
 import time
 from pathlib import Path
 
 from . import openloop
-from .common import Database, Server, count_running, log, users_with_running_jobs
+from .common import Database, Server, count_running, log, run_alone, users_with_running_jobs
 
 
 def cpu_seconds(pid: int) -> float:
@@ -71,20 +69,7 @@ def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--browsers", type=int, default=1000)
-    parser.add_argument("--interval", type=float, default=2.0)
-    parser.add_argument("--duration", type=float, default=30.0)
-    args = parser.parse_args()
-    from .common import raise_fd_limit
-
-    raise_fd_limit()
-    db = Database()
-    try:
-        out = run(db, args.browsers, args.interval, args.duration)
-    finally:
-        db.close()
-    print(json.dumps(out, indent=2))
+    run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0)
 
 
 if __name__ == "__main__":

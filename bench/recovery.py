@@ -15,8 +15,6 @@ Target: < 1 s, settled before exit.
     python -m bench.recovery [--kills 5]
 """
 
-import argparse
-import json
 import os
 import random
 import signal
@@ -31,6 +29,7 @@ from .common import (
     log,
     median,
     parse_fragment,
+    run_alone,
     users_with_running_jobs,
     wait_until,
 )
@@ -235,15 +234,7 @@ def run(db: Database, kills: int = 5, term_sizes: tuple[int, ...] = (1, 8, 32)) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=5)
-    args = parser.parse_args()
-    db = Database()
-    try:
-        out = run(db, args.kills)
-    finally:
-        db.close()
-    print(json.dumps(out, indent=2))
+    run_alone(run, __doc__, kills=5)
 
 
 if __name__ == "__main__":

@@ -269,26 +269,23 @@ def render(r: dict) -> str:
             "",
             None,
         )
-        frq = _get(sb, "flask_rq_simple", "post_to_start", default={})
-        row(
-            "5c",
-            "same POST path with an RQ enqueue instead (Flask + RQ SimpleWorker), median",
-            _n(frq.get("median_ms"), 2, " ms"),
-            f"ours {_n(ours.get('median_ms'), 2, ' ms')}",
-            _n(_safe_div(ours.get("median_ms"), frq.get("median_ms")), 2, "x (ours/them)"),
-            "",
-            None,
-        )
-        fork = sb.get("rq_fork", {})
-        row(
-            "5d",
-            "RQ default (forking) Worker enqueue -> start, median",
-            _n(fork.get("median_ms"), 2, " ms"),
-            f"ours {_n(ours.get('median_ms'), 2, ' ms')}",
-            _n(_safe_div(ours.get("median_ms"), fork.get("median_ms")), 2, "x (ours/them)"),
-            "",
-            None,
-        )
+        for key, figure, theirs in (
+            (
+                "5c",
+                "same POST path with an RQ enqueue instead (Flask + RQ SimpleWorker), median",
+                _get(sb, "flask_rq_simple", "post_to_start", default={}),
+            ),
+            ("5d", "RQ default (forking) Worker enqueue -> start, median", sb.get("rq_fork", {})),
+        ):
+            row(
+                key,
+                figure,
+                _n(theirs.get("median_ms"), 2, " ms"),
+                f"ours {_n(ours.get('median_ms'), 2, ' ms')}",
+                _n(_safe_div(ours.get("median_ms"), theirs.get("median_ms")), 2, "x (ours/them)"),
+                "",
+                None,
+            )
         floor = _get(sb, "floor", "post_to_running", default={})
         row(
             "5e",

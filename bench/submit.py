@@ -24,9 +24,7 @@ submit, every figure from the same run:
     python -m bench.submit [--n 200]
 """
 
-import argparse
 import contextlib
-import json
 import os
 import socket
 import subprocess
@@ -47,6 +45,7 @@ from .common import (
     log,
     median,
     percentile,
+    run_alone,
     wait_until,
 )
 
@@ -337,15 +336,7 @@ def run(db: Database, n: int = 200, warmup: int = 10, forking: bool = True) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=200)
-    args = parser.parse_args()
-    db = Database()
-    try:
-        out = run(db, args.n)
-    finally:
-        db.close()
-    print(json.dumps(out, indent=2))
+    run_alone(run, __doc__, n=200)
 
 
 if __name__ == "__main__":

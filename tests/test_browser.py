@@ -20,6 +20,8 @@ if not os.path.exists(CHROMIUM):
         allow_module_level=True,
     )
 
+JOB_PAGE = re.compile(r"/assessments/[0-9a-f-]{36}$")
+
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
@@ -56,6 +58,12 @@ def submit(page, server, place):
     page.get_by_role("button", name=re.compile("Start assessment")).click()
 
 
+def start_job(page, server, place):
+    """Submit a place and wait for the job's own page."""
+    submit(page, server, place)
+    page.wait_for_url(JOB_PAGE)
+
+
 def balance(page, server):
     page.goto(server.url + "/")
     return int(page.locator("#balance").get_attribute("data-balance"))
@@ -85,8 +93,7 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     page.on("request", lambda r: polls.append(r.url) if r.url.endswith("/status") else None)
     loads = []
     page.on("load", lambda _: loads.append(1))
-    submit(page, server, "札幌市")
-    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    start_job(page, server, "札幌市")
     loads.clear()
 
     page.wait_for_selector('#job-status[data-status="running"]')
@@ -113,8 +120,7 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
 def test_a_second_tab_is_told_about_the_running_job(page, live):
     server = live(ASSESSMENT_WORK_SECONDS="20")
     sign_up(page, server, "tabs@example.com")
-    submit(page, server, "Osaka")
-    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    start_job(page, server, "Osaka")
     job_url = page.url
 
     second = page.context.new_page()
@@ -133,8 +139,7 @@ def test_a_killed_worker_shows_checking_then_refunded(page, live):
         POLL_INTERVAL_SECONDS="0.4",
     )
     sign_up(page, server, "crash@example.com")
-    submit(page, server, "Sendai")
-    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    start_job(page, server, "Sendai")
 
     # Quiet past a few heartbeats, inside the lease: the page says it is checking.
     page.wait_for_selector('#job-status[data-status="running"][data-billing="pending"]')
@@ -150,8 +155,7 @@ def test_another_users_job_is_the_404_page(browser, live):
     server = live(ASSESSMENT_WORK_SECONDS="0")
     owner, stranger = browser.new_page(), browser.new_page()
     sign_up(owner, server, "owner@example.com")
-    submit(owner, server, "Nagoya")
-    owner.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    start_job(owner, server, "Nagoya")
     sign_up(stranger, server, "stranger@example.com")
     response = stranger.goto(owner.url)
     assert response.status == 404
@@ -186,7 +190,7 @@ def test_the_keyboard_alone_signs_up_and_submits(page, live):
     page.keyboard.press("ArrowDown")  # 日本語
     tab_to(page, "button[type=submit]:not(.link)")
     page.keyboard.press("Enter")
-    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    page.wait_for_url(JOB_PAGE)
     region = page.locator("#job-status")
     assert region.get_attribute("aria-live") == "polite"
     assert region.get_attribute("role") == "status"
@@ -241,8 +245,7 @@ def test_a_deploy_while_watching_settles_the_open_page_at_once(page, live):
     # A lease far longer than the test: only the shutdown hook can settle the job.
     server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600")
     sign_up(page, server, "deploy@example.com")
-    submit(page, server, "Kobe")
-    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    start_job(page, server, "Kobe")
     page.wait_for_selector('#job-status[data-billing="charged"]')
     server.stop()  # SIGTERM: settled before the worker drains its last polls
     page.wait_for_selector('#job-status[data-billing="refunded"]')
@@ -253,8 +256,7 @@ def test_a_deploy_while_watching_settles_the_open_page_at_once(page, live):
 def test_a_server_that_vanished_says_so_then_tells_the_truth(page, live):
     server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="2")
     sign_up(page, server, "power@example.com")
-    submit(page, server, "Nara")
-    page.wait_for_url(re.compile(r"/assessments/[0-9a-f-]{36}$"))
+    start_job(page, server, "Nara")
     page.wait_for_selector('#job-status[data-billing="charged"]')
 
     os.kill(server.worker_pid(), signal.SIGKILL)  # the machine lost power, say
