@@ -1,4 +1,8 @@
-"""Area assessments: paid multi-minute jobs, run in-process, honest about points."""
+"""Area assessments: paid multi-minute jobs, run in-process, honest about points.
+
+create_app() is the composition root: the one place that wires app.web, app.jobs,
+app.points, app.assessment and the root modules together.
+"""
 
 import logging
 from typing import Any
@@ -39,8 +43,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     login_manager.init_app(app)
 
     from .assessment import make_provider
-    from .housekeeping import Throttle
-    from .runner import Runner
+    from .jobs.housekeeping import Throttle
+    from .jobs.runner import Runner
     from .singleflight import SingleFlightCache
 
     app.extensions["runner"] = Runner(
@@ -54,13 +58,13 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
 
-    from . import assessments, auth, cli, errors, health, main, support
+    from .web import assessments, auth, cli, errors, health, main, support
 
     for module in (auth, main, assessments, support, health):
         app.register_blueprint(module.bp)
     errors.init_app(app)
     cli.init_app(app)
-    from .poll import LivePoll
+    from .web.poll import LivePoll
 
     app.wsgi_app = LivePoll(app, app.wsgi_app)
     return app

@@ -31,19 +31,21 @@ import urllib.parse
 from flask import abort, current_app, redirect
 from sqlalchemy import text
 
-from app import create_app, housekeeping, jobs, jobviews, poll
+from app import create_app
 from app.assessment import resolve_place
-from app.auth import session_user_id
 from app.extensions import db
-from app.forms import AssessmentForm
+from app.jobs import housekeeping, transitions, views
+from app.web import poll
+from app.web.auth import session_user_id
+from app.web.forms import AssessmentForm
 
 app = create_app()
 
 # The poll's own SELECT with its staleness column replaced by `false`; None if the
 # product's SQL no longer has that shape.
 NOCHECK_SQL = (
-    text(jobviews.VIEW_SQL.text.replace(jobs.STALE, "false"))
-    if getattr(jobs, "STALE", None) and jobs.STALE in jobviews.VIEW_SQL.text
+    text(views.VIEW_SQL.text.replace(transitions.STALE, "false"))
+    if getattr(transitions, "STALE", None) and transitions.STALE in views.VIEW_SQL.text
     else None
 )
 
@@ -55,34 +57,34 @@ def _clone(fn, namespace: dict):
     return copy
 
 
-# The product's poll fast path (app/poll.py) on two more paths, each its own code run in
+# The product's poll fast path (app/web/poll.py) on two more paths, each its own code run in
 # a namespace that changes one thing: the same path as the real poll, whatever it
 # currently is, but for that one difference.
 def _poll_variant(name: str, path: str, jobviews_ns: dict) -> type:
-    namespace = {**vars(poll), "jobviews": types.SimpleNamespace(**jobviews_ns)}
+    namespace = {**vars(poll), "views": types.SimpleNamespace(**jobviews_ns)}
     fragment = _clone(poll.LivePoll.fragment, namespace)
     return type(name, (poll.LivePoll,), {"path": re.compile(path), "fragment": fragment})
 
 
 # GET /bench/status-nocheck/<id>: the poll's SELECT with its staleness column replaced
 # by `false` (what a poll would cost with no reaper at all).
-_nocheck_ns = {**vars(jobviews), "VIEW_SQL": NOCHECK_SQL}
-_nocheck_ns["_select"] = _clone(jobviews._select, _nocheck_ns)
-_nocheck_ns["live_view"] = _clone(jobviews.live_view, _nocheck_ns)
+_nocheck_ns = {**vars(views), "VIEW_SQL": NOCHECK_SQL}
+_nocheck_ns["_select"] = _clone(views._select, _nocheck_ns)
+_nocheck_ns["live_view"] = _clone(views.live_view, _nocheck_ns)
 NoCheckPoll = _poll_variant("NoCheckPoll", r"/bench/status-nocheck/([^/]+)", _nocheck_ns)
 
 
 # GET /bench/status-reap-every-poll/<id>: the reaping UPDATE (with its own condition,
 # committed) on every poll, then the real poll: the naive reaper the design avoids.
 def _reap_then_live_view(job_id, user_id):
-    jobs.reap(job_id)
-    return jobviews.live_view(job_id, user_id)
+    transitions.reap(job_id)
+    return views.live_view(job_id, user_id)
 
 
 ReapPoll = _poll_variant(
     "ReapPoll",
     r"/bench/status-reap-every-poll/([^/]+)",
-    {**vars(jobviews), "live_view": _reap_then_live_view},
+    {**vars(views), "live_view": _reap_then_live_view},
 )
 
 
@@ -100,13 +102,13 @@ class FloorSubmit:
         user_id = int(urllib.parse.parse_qs(body.decode())["user"][0])
         with self.app.app_context():
             params = {"u": user_id, "q": "floor", "l": "en", "a": None}
-            job_id = jobs.execute_one(jobs.CREATE_SQL, params).id
+            job_id = transitions.execute_one(transitions.CREATE_SQL, params).id
         threading.Thread(target=self.run, args=(job_id,), daemon=True).start()
         start_response("303 See Other", [("Location", f"/x/{job_id}"), ("Content-Length", "0")])
         return [b""]
 
     def run(self, job_id) -> None:
-        """Start the job as jobs.start does (its own transaction), then finish it."""
+        """Start the job as transitions.start does (its own transaction), then finish it."""
         with self.app.app_context():
             conn = db.engine.raw_connection()
             try:

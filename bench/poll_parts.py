@@ -9,10 +9,10 @@ database and the best of a few repeats is kept. The parts add up to roughly one 
   user for `current_user` on every render_template) taken out;
 - Flask-Login's user load (`db.session.get(User, id)`), with the pool checkout it
   triggers (pool_pre_ping: a round trip of its own), against a raw psycopg PK SELECT;
-- the poll's SELECT (jobviews.VIEW_SQL) through the ORM session, through Core on a pooled
+- the poll's SELECT (views.VIEW_SQL) through the ORM session, through Core on a pooled
   connection (the app's pool: ping on checkout, rollback on return), through Core on a
   pool without either (autocommit), through raw psycopg, and the same raw SELECT without
-  the staleness column (alternating with it, best of many); jobviews.view() as a whole;
+  the staleness column (alternating with it, best of many); views.view() as a whole;
 - the status template.
 
     python -m bench.poll_parts
@@ -49,8 +49,8 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
 
     os.environ["DATABASE_URL"] = db.url
     os.environ.setdefault("SECRET_KEY", "bench-secret")
-    from app import jobs, jobviews
     from app.extensions import db as sa
+    from app.jobs import transitions, views
     from app.models import User
 
     from . import benchapp
@@ -136,19 +136,19 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
         params = {"id": job_id, "user": uid, "lease": 3600.0, "deadline": 7200.0, "late": 25.0}
 
         def view_sql_session() -> None:
-            sa.session.execute(jobviews.VIEW_SQL, params).first()
+            sa.session.execute(views.VIEW_SQL, params).first()
             sa.session.rollback()
 
-        raw_view = _psycopg_sql(jobviews.VIEW_SQL.text)
-        raw_view_nocheck = _psycopg_sql(jobviews.VIEW_SQL.text.replace(jobs.STALE, "false"))
+        raw_view = _psycopg_sql(views.VIEW_SQL.text)
+        raw_view_nocheck = _psycopg_sql(views.VIEW_SQL.text.replace(transitions.STALE, "false"))
 
         def view_sql_core() -> None:
             with sa.engine.connect() as conn:
-                conn.execute(jobviews.VIEW_SQL, params).first()
+                conn.execute(views.VIEW_SQL, params).first()
 
         def view_sql_core_autocommit_noping() -> None:
             with lean_engine.connect() as conn:
-                conn.execute(jobviews.VIEW_SQL, params).first()
+                conn.execute(views.VIEW_SQL, params).first()
 
         def view_sql_raw() -> None:
             raw.execute(raw_view, params).fetchone()
@@ -175,8 +175,8 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
         out["raw_select_1_ms"] = _best_ms(lambda: raw.execute("SELECT 1").fetchone(), n, repeats)
 
     with app.test_request_context(status_path, headers=headers):
-        job = jobviews.view(job_id, uid)
-        out["jobviews_view_ms"] = _best_ms(lambda: jobviews.view(job_id, uid), n, repeats)
+        job = views.view(job_id, uid)
+        out["jobviews_view_ms"] = _best_ms(lambda: views.view(job_id, uid), n, repeats)
         out["template_ms"] = _best_ms(
             lambda: render_template("partials/_job_status.html", job=job, report=None, oob=True),
             n,

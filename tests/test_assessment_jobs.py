@@ -4,11 +4,11 @@ import threading
 import time
 from datetime import timedelta
 
-from app import housekeeping
 from app.assessment import resolve_place
 from app.assessment.providers import DATASETS
 from app.assessment.work import keys_for
 from app.extensions import db
+from app.jobs import housekeeping
 from tests.conftest import Upstream, job_id_from, signed_in
 from tests.test_jobs import attr, poll_until, settled
 

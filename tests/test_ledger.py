@@ -6,8 +6,8 @@ import uuid
 import pytest
 from sqlalchemy import text
 
-from app import accounts, ledger
 from app.extensions import db
+from app.points import accounts, ledger
 
 
 def make_user(app, points=3, email=None):

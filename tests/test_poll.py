@@ -1,4 +1,4 @@
-"""The poll's fast path (app/poll.py): a live job's poll is answered before Flask, exactly
+"""The poll's fast path (app/web/poll.py): a live job's poll is answered before Flask, exactly
 as Flask answers it, and every other request goes on to Flask."""
 
 import re
@@ -11,7 +11,7 @@ from flask import request
 from itsdangerous import TimestampSigner
 from werkzeug.test import Client
 
-from app import jobviews
+from app.jobs import views
 from tests.conftest import Actions, wait_for
 from tests.test_assessment_jobs import finished_job
 from tests.test_jobs import attr, insert_job
@@ -179,13 +179,13 @@ def test_the_fast_path_reads_the_session_as_flask_does(make_app, sql, monkeypatc
 def test_an_error_in_the_fast_path_leaves_the_poll_to_flask(polled, sql, monkeypatch):
     app, client, user_id, seen = polled
     path = f"/assessments/{insert_job(sql, user_id, 'running')}/status"
-    real = jobviews.live_view
+    real = views.live_view
 
     def lost_connection(*args):
-        monkeypatch.setattr(jobviews, "live_view", real)
+        monkeypatch.setattr(views, "live_view", real)
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(jobviews, "live_view", lost_connection)
+    monkeypatch.setattr(views, "live_view", lost_connection)
     response = client.get(path)
     assert seen == [path]  # Flask ran the poll again and answered it
     assert attr(response.get_data(as_text=True), "data-status") == "running"

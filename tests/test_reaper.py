@@ -218,8 +218,8 @@ def test_a_reap_during_the_charge_waits_for_it_and_refunds(make_app, sql):
 
 
 def test_finalize_never_touches_a_job_that_did_not_fail(app, actions, sql):
-    from app import billing
     from app.extensions import db
+    from app.points import billing
 
     actions.signup()
     job_id = stale_charged_job(actions, sql)
@@ -234,8 +234,8 @@ def test_finalize_never_touches_a_job_that_did_not_fail(app, actions, sql):
 
 
 def test_support_cannot_refund_a_job_that_succeeded(app, actions, sql):
-    from app import billing
     from app.extensions import db
+    from app.points import billing
 
     actions.signup()
     job_id = stale_charged_job(actions, sql)

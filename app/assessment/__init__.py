@@ -1,4 +1,7 @@
-"""The assessment domain: places, hazard-layer providers, analysis and the job's work."""
+"""The assessment domain: places, hazard-layer providers, analysis and the job's work.
+
+May import only the root modules (singleflight, config); never app.points, app.jobs or app.web.
+"""
 
 from .area import Area
 from .places import PlaceAmbiguous, PlaceNotFound, resolve_place

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from flask import Flask
 
-from . import jobs
-from .extensions import db
+from ..extensions import db
+from . import transitions
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class Runner:
                 continue
             try:
                 with self.app.app_context():
-                    alive = jobs.heartbeat(ids)
+                    alive = transitions.heartbeat(ids)
             except Exception:  # noqa: BLE001 - a missed beat is retried; the lease covers it
                 log.exception("heartbeat failed")
                 continue
@@ -121,7 +121,9 @@ class Runner:
         with self.app.app_context():
             for job_id, _ in live:
                 try:
-                    if jobs.fail_and_settle(job_id, jobs.INTERRUPTED, SHUTDOWN_MESSAGE):
+                    if transitions.fail_and_settle(
+                        job_id, transitions.INTERRUPTED, SHUTDOWN_MESSAGE
+                    ):
                         log.warning("settled job %s at shutdown", job_id)
                 except Exception:  # noqa: BLE001 - the next poll's reaper settles it
                     db.session.rollback()

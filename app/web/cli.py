@@ -6,9 +6,9 @@ import click
 from flask import Flask
 from flask.cli import with_appcontext
 
-from . import accounts, ledger
-from .extensions import db
-from .models import Role
+from ..extensions import db
+from ..models import Role
+from ..points import accounts, ledger
 
 
 def init_app(app: Flask) -> None:

@@ -5,7 +5,7 @@ import os
 from flask import Blueprint, current_app, jsonify
 from sqlalchemy import text
 
-from .extensions import csrf, db
+from ..extensions import csrf, db
 
 bp = Blueprint("health", __name__)
 

@@ -12,9 +12,9 @@ from enum import StrEnum
 
 from sqlalchemy import text
 
+from ..extensions import db
+from ..models import JobStatus
 from . import incidents, ledger
-from .extensions import db
-from .models import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What pages show of a job: the status fragment's one SELECT, the poll-time reaper, the history.
 
 A healthy poll is one read. The transitions it may set off (reap, finalize) are the
-jobs and billing modules' conditional statements; this module only decides when.
+transitions and billing modules' conditional statements; this module only decides when.
 """
 
 import uuid
@@ -11,10 +11,12 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from . import billing, failpoints, jobs
-from .billing import Billing
-from .extensions import db
-from .jobs import STALE
+from .. import failpoints
+from ..extensions import db
+from ..points import billing
+from ..points.billing import Billing
+from . import transitions
+from .transitions import STALE
 
 LATE_HEARTBEATS = 2.5  # missed heartbeats before the page says it is checking
 
@@ -68,7 +70,7 @@ VIEW_SQL = text(
 
 def _params(job_id: uuid.UUID, user_id: int) -> dict[str, Any]:
     late = LATE_HEARTBEATS * current_app.config["JOB_HEARTBEAT_SECONDS"]
-    return {"id": job_id, "user": user_id, "late": late, **jobs.ages()}
+    return {"id": job_id, "user": user_id, "late": late, **transitions.ages()}
 
 
 def parse_id(raw: str) -> uuid.UUID | None:
@@ -91,7 +93,7 @@ def view(job_id: uuid.UUID, user_id: int) -> JobView | None:
     if row is None:
         return None
     if row.stale:
-        if jobs.reap(job_id):
+        if transitions.reap(job_id):
             failpoints.hit("after_reap")
         row = _select(job_id, user_id)  # the reap may have lost to a heartbeat or a finish
     if row.status == "failed" and not row.finalized:
@@ -103,7 +105,7 @@ def view(job_id: uuid.UUID, user_id: int) -> JobView | None:
 def live_view(job_id: uuid.UUID, user_id: int) -> JobView | None:
     """Return the user's job if it is pending or running and not stale, else None.
 
-    For the poll's fast path (app/poll.py): such a job needs nothing but this read.
+    For the poll's fast path (app/web/poll.py): such a job needs nothing but this read.
     None sends the poll to view(), which reaps, settles or says 404 as it must.
     """
     row = _select(job_id, user_id)
@@ -133,7 +135,7 @@ def _as_view(row: Any) -> JobView:
 
 
 def _select(job_id: uuid.UUID, user_id: int) -> Any:
-    return jobs.execute_one(VIEW_SQL, _params(job_id, user_id))
+    return transitions.execute_one(VIEW_SQL, _params(job_id, user_id))
 
 
 def settle_user_jobs(user_id: int) -> None:

@@ -3,7 +3,7 @@
 Every transition is one conditional UPDATE ... RETURNING whose WHERE names the state
 it leaves: of two racing writers (a finishing thread and a reaper, two reapers from
 two tabs) exactly one matches, and an empty RETURNING means "not mine". Ages are
-compared on the database clock. What pages show of a job is in jobviews.py.
+compared on the database clock. What pages show of a job is in views.py.
 """
 
 import functools
@@ -18,8 +18,9 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
 
-from . import billing, failpoints, ledger
-from .extensions import db
+from .. import failpoints
+from ..extensions import db
+from ..points import billing, ledger
 
 log = logging.getLogger(__name__)
 

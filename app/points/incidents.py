@@ -5,7 +5,7 @@ import uuid
 
 from sqlalchemy import Row, text
 
-from .extensions import db
+from ..extensions import db
 
 log = logging.getLogger(__name__)
 

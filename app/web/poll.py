@@ -22,7 +22,7 @@ from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
-from . import housekeeping, jobviews
+from ..jobs import housekeeping, views
 from .auth import user_id_of
 
 log = logging.getLogger(__name__)
@@ -61,13 +61,13 @@ class LivePoll:
     def fragment(self, environ: dict, raw_id: str) -> bytes | None:
         """The live job's fragment, or None to let Flask answer."""
         user_id = self.session_user_id(environ)
-        job_id = jobviews.parse_id(raw_id)
+        job_id = views.parse_id(raw_id)
         if user_id is None or job_id is None:
             return None
         app = self.app
         with app.app_context():
             try:
-                job = jobviews.live_view(job_id, user_id)
+                job = views.live_view(job_id, user_id)
                 if job is None:
                     return None
                 housekeeping.trigger(app)

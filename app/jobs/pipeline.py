@@ -6,9 +6,11 @@ import uuid
 
 from flask import current_app
 
-from . import failpoints, jobs, jobviews, ledger
-from .assessment import Area, ProviderError, resolve_place, run_assessment
-from .extensions import db
+from .. import failpoints
+from ..assessment import Area, ProviderError, resolve_place, run_assessment
+from ..extensions import db
+from ..points import ledger
+from . import transitions, views
 from .runner import Runner, RunnerBusy
 
 log = logging.getLogger(__name__)
@@ -24,19 +26,19 @@ def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
     # The row goes in before the slot is taken, so the one-in-flight index answers
     # first: a double click is always a 409, never a 503 that depends on timing.
     try:
-        job_id = jobs.create(user_id, query, lang, area.to_dict())
-    except jobs.AssessmentInFlight as exc:
+        job_id = transitions.create(user_id, query, lang, area.to_dict())
+    except transitions.AssessmentInFlight as exc:
         # The job in the way may be an orphan of a crash that nobody has polled since:
         # settle it the way a poll would, and if that frees the user, try once more.
-        in_the_way = jobviews.view(exc.job_id, user_id) if exc.job_id else None
+        in_the_way = views.view(exc.job_id, user_id) if exc.job_id else None
         if in_the_way is None or in_the_way.status in ("pending", "running"):
             raise
-        job_id = jobs.create(user_id, query, lang, area.to_dict())
+        job_id = transitions.create(user_id, query, lang, area.to_dict())
     runner: Runner = current_app.extensions["runner"]
     try:
         runner.reserve()
     except RunnerBusy:
-        jobs.discard_unstarted(job_id)  # busy means nothing created, nothing charged
+        transitions.discard_unstarted(job_id)  # busy means nothing created, nothing charged
         raise
     try:
         failpoints.hit("after_insert")
@@ -53,12 +55,12 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
 
     def progress(step: str, percent: int) -> None:
         if stop.is_set():
-            raise jobs.JobCancelled(str(job_id))
-        jobs.report_progress(job_id, step, percent)
+            raise transitions.JobCancelled(str(job_id))
+        transitions.report_progress(job_id, step, percent)
 
     try:
         try:
-            started = jobs.start(job_id)
+            started = transitions.start(job_id)
         except ledger.InsufficientPoints:
             _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.")
             return
@@ -75,11 +77,11 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             progress=progress,
         )
         failpoints.hit("before_success")
-        if jobs.succeed(job_id, result):
+        if transitions.succeed(job_id, result):
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
-    except jobs.JobCancelled:
+    except transitions.JobCancelled:
         log.info("job %s stopped: its row is no longer running", job_id)
     except ProviderError as exc:
         log.warning("job %s: provider failed: %s", job_id, exc)
@@ -95,4 +97,4 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
 
 def _fail(job_id: uuid.UUID, code: str, message: str) -> None:
     db.session.rollback()
-    jobs.fail_and_settle(job_id, code, message)
+    transitions.fail_and_settle(job_id, code, message)

@@ -13,7 +13,7 @@ import time
 from flask import Flask
 from sqlalchemy import text
 
-from .extensions import db
+from ..extensions import db
 
 log = logging.getLogger(__name__)
 

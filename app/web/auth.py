@@ -18,11 +18,11 @@ from flask import (
 from flask_login import current_user, login_required, login_user, logout_user
 from limits import parse as parse_limit
 
-from . import accounts
+from ..extensions import db, login_manager
+from ..models import User
+from ..points import accounts
 from .errors import MESSAGES
-from .extensions import db, login_manager
 from .forms import LoginForm, SignupForm
-from .models import User
 
 bp = Blueprint("auth", __name__)
 

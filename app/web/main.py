@@ -5,7 +5,9 @@ import functools
 from flask import Blueprint, render_template
 from flask_login import current_user, login_required
 
-from . import jobviews, ledger, paging
+from ..jobs import views
+from ..points import ledger
+from . import paging
 
 bp = Blueprint("main", __name__)
 
@@ -17,13 +19,13 @@ def dashboard():
     """Show the signed-in user's balance and ledger, or the welcome page."""
     if not current_user.is_authenticated:
         return render_template("welcome.html")
-    jobviews.settle_user_jobs(current_user.id)
+    views.settle_user_jobs(current_user.id)
     return render_template(
         "dashboard.html",
         # The balance, its ledger rows and the badges: one moment.
         balance=ledger.balance_snapshot(current_user.id),
         entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
-        recent=jobviews.history(current_user.id, limit=5),
+        recent=views.history(current_user.id, limit=5),
     )
 
 

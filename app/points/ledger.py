@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Row, text
 
-from . import failpoints
-from .extensions import db
+from .. import failpoints
+from ..extensions import db
 
 
 class InsufficientPoints(Exception):

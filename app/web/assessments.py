@@ -5,12 +5,14 @@ import functools
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from . import housekeeping, jobs, jobviews, ledger, paging, pipeline
-from .assessment import PlaceAmbiguous, PlaceNotFound
+from ..assessment import PlaceAmbiguous, PlaceNotFound
+from ..extensions import login_manager
+from ..jobs import housekeeping, pipeline, transitions, views
+from ..jobs.runner import RunnerBusy
+from ..points import ledger
+from . import paging
 from .auth import session_user_id
-from .extensions import login_manager
 from .forms import AssessmentForm
-from .runner import RunnerBusy
 
 bp = Blueprint("assessments", __name__, url_prefix="/assessments")
 
@@ -22,11 +24,11 @@ NO_POINTS = "Nothing was charged. Ask our support team to add points to your acc
 @login_required
 def index():
     """List the user's assessments with what each cost."""
-    jobviews.settle_user_jobs(current_user.id)
+    views.settle_user_jobs(current_user.id)
     return render_template(
         "assessments/index.html",
         balance=ledger.balance_snapshot(current_user.id),  # the badges read in it too
-        page=paging.current_page(functools.partial(jobviews.history, current_user.id)),
+        page=paging.current_page(functools.partial(views.history, current_user.id)),
     )
 
 
@@ -59,11 +61,11 @@ def create():
         return _form_error(form, 400, str(exc), choices=exc.choices)
     except PlaceNotFound as exc:
         return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
-    except jobs.NotEnoughPoints:
+    except transitions.NotEnoughPoints:
         return _form_error(
             form, 402, "You have no points left, so this assessment cannot start. " + NO_POINTS
         )
-    except jobs.AssessmentInFlight as exc:
+    except transitions.AssessmentInFlight as exc:
         return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
     except RunnerBusy:
         response = _form_error(
@@ -79,7 +81,7 @@ def create():
 def show(job_id: str):
     """Show a job: its live status and, once it succeeded, its report."""
     job = _own_job(job_id, current_user.id)
-    report = jobviews.result(job.id, current_user.id) if job.status == "succeeded" else None
+    report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
 
@@ -95,16 +97,16 @@ def status(job_id: str):
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None
     if job.status == "succeeded" and request.headers.get("HX-Request"):
-        report = jobviews.result(job.id, user_id)
+        report = views.result(job.id, user_id)
     # Rendered without Flask's context processors: Flask-Login's loads the user row to
     # offer current_user, which cost a quarter of the worker's time under polling.
     fragment = current_app.jinja_env.get_template("partials/_job_status.html")
     return fragment.render(job=job, report=report, oob=True, config=current_app.config)
 
 
-def _own_job(raw_id: str, user_id: int) -> jobviews.JobView:
-    job_id = jobviews.parse_id(raw_id)
-    job = jobviews.view(job_id, user_id) if job_id else None
+def _own_job(raw_id: str, user_id: int) -> views.JobView:
+    job_id = views.parse_id(raw_id)
+    job = views.view(job_id, user_id) if job_id else None
     if job is None:  # another user's job and an unknown id look the same
         abort(404)
     return job

@@ -5,9 +5,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from ..extensions import db
+from ..models import Role, User
 from . import ledger
-from .extensions import db
-from .models import Role, User
 
 
 class EmailTaken(Exception):

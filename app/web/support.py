@@ -5,7 +5,7 @@ from functools import wraps
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
 from flask_login import current_user, login_required
 
-from . import billing, incidents, ledger
+from ..points import billing, incidents, ledger
 from .forms import ReasonForm
 
 bp = Blueprint("support", __name__, url_prefix="/support")

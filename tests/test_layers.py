@@ -1,0 +1,111 @@
+"""app/ is layered: web -> jobs -> points and assessment -> the root modules, never upward.
+
+An AST walk over every module resolves each import (absolute or relative, at module level
+or inside a function) to the package it lands in and checks it against ALLOWED. create_app()
+in app/__init__.py is the composition root and may import anything.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+APP = Path(__file__).resolve().parent.parent / "app"
+
+# Which packages each package may import from. "root" is app's own modules (config,
+# extensions, models, embedded, singleflight, failpoints).
+ALLOWED = {
+    "web": {"web", "jobs", "points", "assessment", "root"},
+    "jobs": {"jobs", "points", "assessment", "root"},
+    "points": {"points", "root"},
+    "assessment": {"assessment", "root"},
+    "root": {"root"},
+}
+
+
+def layer_of(module: str) -> str:
+    """Return the layer of a dotted module name under app ("app.jobs.runner" -> "jobs")."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ALLOWED and parts[1] != "root":
+        return parts[1]
+    return "root"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(APP.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """Return (line, dotted name) for every import of an app module in source."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "app"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "app":
+                continue
+            if node.module is None or target in ("app", "app.web", "app.jobs", "app.points"):
+                # `from . import ledger`, `from ..points import billing`: the names are modules.
+                found += [(node.lineno, f"{target}.{a.name}") for a in node.names]
+            else:
+                found.append((node.lineno, target))
+    return found
+
+
+def violations(source: str, module: str, is_package: bool = False) -> list[str]:
+    """Describe every import in source that reaches a layer its own may not import."""
+    own = layer_of(module)
+    return [
+        f"{module}:{line} imports {target} ({own} may not import {layer_of(target)})"
+        for line, target in imported_modules(source, module, is_package)
+        if layer_of(target) not in ALLOWED[own]
+    ]
+
+
+def test_every_import_flows_downward():
+    problems = []
+    for path in sorted(APP.rglob("*.py")):
+        if path == APP / "__init__.py":
+            continue  # create_app() wires every layer together
+        name = module_name(path)
+        problems += violations(path.read_text(), name, path.name == "__init__.py")
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("app.points.ledger", "from ..jobs import transitions"),
+        ("app.points.billing", "from app.web.errors import MESSAGES"),
+        ("app.jobs.runner", "def f():\n    from ..web import poll"),
+        ("app.assessment.work", "from ..points import ledger"),
+        ("app.failpoints", "from .jobs import runner"),
+        ("app.models", "import app.points.ledger"),
+    ],
+)
+def test_an_upward_import_is_caught(module, source):
+    assert violations(source, module)
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("app.web.assessments", "from ..jobs import pipeline\nfrom . import paging"),
+        ("app.jobs.views", "from ..points.billing import Billing\nfrom .. import failpoints"),
+        ("app.points.ledger", "from .. import failpoints\nfrom ..extensions import db"),
+        ("app.assessment.work", "from ..singleflight import CacheStats"),
+    ],
+)
+def test_a_downward_import_passes(module, source):
+    assert violations(source, module) == []
