@@ -1,4 +1,4 @@
-"""Configuration from the environment, with the defaults of DESIGN.md."""
+"""Configuration from the environment, with the defaults of docs/architecture.md."""
 
 import os
 import secrets
