@@ -64,7 +64,7 @@ class GsiElevationProvider:
             raise ProviderFailure('the answer\'s "elevation" is not a number')
         return metres, str(payload.get("hsrc") or "")
 
-    def fetch(self, dataset: str, key: str) -> dict[str, Any] | None:
+    def fetch(self, dataset: str, key: str, stop: Any = None) -> dict[str, Any] | None:
         """Return the lowest ground and the slope around one point; None at sea."""
         try:
             return self._fetch(dataset, key)

@@ -95,7 +95,7 @@ class JshisProvider:
             query = {"meshcode": mesh}
         return f"{self.base_url}/{path}?{urlencode(query)}"
 
-    def fetch(self, dataset: str, key: str) -> dict[str, Any] | None:
+    def fetch(self, dataset: str, key: str, stop: Any = None) -> dict[str, Any] | None:
         """Ask J-SHIS about one mesh; None when it has no data there."""
         try:
             return self._fetch(dataset, key)

@@ -188,9 +188,9 @@ class RoutedProvider:
         except KeyError:
             raise ProviderError(dataset, key, "no such dataset") from None
 
-    def fetch(self, dataset: str, key: str) -> dict[str, Any] | None:
-        """Fetch from the dataset's provider."""
-        return self._for(dataset, key).fetch(dataset, key)
+    def fetch(self, dataset: str, key: str, **options: Any) -> dict[str, Any] | None:
+        """Fetch from the dataset's provider (options, such as a stop signal, pass through)."""
+        return self._for(dataset, key).fetch(dataset, key, **options)
 
     def keys(self, area: Area, dataset: str) -> list[str]:
         """Return the keys the dataset's provider asks by."""
