@@ -128,7 +128,18 @@ def start(job_id: uuid.UUID) -> Row | None:
     ).first()
     if row is None:
         db.session.rollback()
-        return None
+        # Only the job's own thread moves it to running: a running row is this thread's
+        # earlier attempt, whose commit (start and charge) landed before its connection
+        # dropped. It is started and charged; carry on with it.
+        mine = db.session.execute(
+            text(
+                "SELECT user_id, lang, area FROM assessment_jobs"
+                " WHERE id = :id AND status = 'running'"
+            ),
+            {"id": job_id},
+        ).first()
+        db.session.rollback()
+        return mine
     try:
         failpoints.hit("after_running")
         ledger.consume(row.user_id, job_id)
@@ -140,13 +151,17 @@ def start(job_id: uuid.UUID) -> Row | None:
 
 
 def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
-    """Record the step a running job is on; raise JobCancelled if it is not running."""
+    """Record the step a running job is on; raise JobCancelled if it is not running.
+
+    A job whose lease ran out (the database was out of reach for longer) is the
+    reaper's: this write does not revive it.
+    """
     alive = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET step = :s, progress = :p, heartbeat_at = now()"
-            " WHERE id = :id AND status = 'running' RETURNING id"
+            "UPDATE assessment_jobs j SET step = :s, progress = :p, heartbeat_at = now()"
+            f" WHERE j.id = :id AND j.status = 'running' AND NOT {STALE} RETURNING j.id"
         ),
-        {"id": job_id, "s": step[:200], "p": max(0, min(100, progress))},
+        {"id": job_id, "s": step[:200], "p": max(0, min(100, progress)), **ages()},
     ).first()
     db.session.commit()
     if alive is None:
@@ -154,7 +169,11 @@ def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
 
 
 def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
-    """Record a job's result; False if it was reaped meanwhile (the result is dropped)."""
+    """Record a job's result; False if it was reaped meanwhile (the result is dropped).
+
+    Only the job's own thread sets 'succeeded': a row found so is this thread's earlier
+    attempt, whose commit landed before its connection dropped. That is done, not lost.
+    """
     done = db.session.execute(
         text(
             "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
@@ -165,7 +184,18 @@ def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
         {"id": job_id, "r": _json(result)},
     ).first()
     db.session.commit()
-    return done is not None
+    if done is None:
+        return status_of(job_id) == "succeeded"
+    return True
+
+
+def status_of(job_id: uuid.UUID) -> str | None:
+    """Return a job's status as committed."""
+    status = db.session.execute(
+        text("SELECT status FROM assessment_jobs WHERE id = :id"), {"id": job_id}
+    ).scalar_one_or_none()
+    db.session.rollback()
+    return status
 
 
 def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
@@ -192,13 +222,18 @@ def fail_and_settle(job_id: uuid.UUID, error_code: str, message: str) -> bool:
 
 
 def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    """Refresh the heartbeat of live jobs; return the ids that are still pending or running."""
+    """Refresh the heartbeat of live jobs; return the ids that are still pending or running.
+
+    A job whose lease ran out (the database was out of reach for longer) is the
+    reaper's: a late heartbeat does not revive it, and its thread is told to stop.
+    """
     rows = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET heartbeat_at = now()"
-            " WHERE id = ANY(:ids) AND status IN ('pending', 'running') RETURNING id"
+            "UPDATE assessment_jobs j SET heartbeat_at = now()"
+            f" WHERE j.id = ANY(:ids) AND NOT {STALE} AND j.status IN ('pending', 'running')"
+            " RETURNING j.id"
         ),
-        {"ids": job_ids},
+        {"ids": job_ids, **ages()},
     ).scalars()
     alive = set(rows)
     db.session.commit()
