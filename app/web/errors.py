@@ -61,7 +61,9 @@ def unavailable(exc: Exception):
     """
     dbretry.outage.failed(exc)  # logs the outage once, not each request's traceback
     retry_after = max(1, math.ceil(current_app.config["POLL_INTERVAL_SECONDS"]))
-    html = render_template("unavailable.html", retry_after=retry_after)
+    # Not render_template: its context processors include Flask-Login's, which loads
+    # the signed-in user from the database.
+    html = current_app.jinja_env.get_template("unavailable.html").render(retry_after=retry_after)
     return html, 503, {"Retry-After": str(retry_after), "Cache-Control": "no-store"}
 
 
