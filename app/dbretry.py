@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import psycopg
-from psycopg import errors as pg_errors
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import Pool
@@ -38,14 +37,19 @@ def is_unreachable(exc: BaseException) -> bool:
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
     orig = _driver_error(exc)
-    if isinstance(orig, pg_errors.TransactionRollback):
+    if _rolled_back(orig):
         return False  # it answered: a serialization failure or a deadlock
     return isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def is_transient(exc: BaseException) -> bool:
     """Tell whether the same statement may succeed if tried again shortly."""
-    return is_unreachable(exc) or isinstance(_driver_error(exc), pg_errors.TransactionRollback)
+    return is_unreachable(exc) or _rolled_back(_driver_error(exc))
+
+
+def _rolled_back(orig: BaseException | None) -> bool:
+    # SQLSTATE class 40, transaction rollback: serialization failure, deadlock.
+    return isinstance(orig, psycopg.Error) and (orig.sqlstate or "").startswith("40")
 
 
 def first_line(exc: BaseException) -> str:

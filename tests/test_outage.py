@@ -173,3 +173,123 @@ def test_a_stalled_database_ends_each_job_once(proxied_live, db_proxy, sql, data
     )
     assert all(balance == 3 - succeeded for balance, succeeded in balances)
     assert ledger_check(database_url).returncode == 0
+
+
+# In-process: what a retry means for each transition, and the log's manners.
+
+
+def running_job(app, sql):
+    """Insert a pending job for a new user and start it (charged) in the app."""
+    from app.jobs import transitions
+
+    sql("INSERT INTO users (email, password_hash, point_balance) VALUES ('r@example.com', 'x', 0)")
+    (user_id,) = sql("SELECT id FROM users")[0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, reason) VALUES (%(u)s, 'grant', 3, 't')",
+        u=user_id,
+    )
+    sql("UPDATE users SET point_balance = 3")
+    with app.app_context():
+        job_id = transitions.create(user_id, "x", "en", None)
+        assert transitions.start(job_id) is not None
+    return job_id
+
+
+def test_a_start_or_success_retried_after_its_commit_landed_is_done_once(make_app, sql):
+    from app.jobs import transitions
+
+    app = make_app()
+    job_id = running_job(app, sql)
+    with app.app_context():
+        # The first start committed but its answer was lost: the retry carries on.
+        again = transitions.start(job_id)
+        assert again is not None and again.lang == "en"
+        assert transitions.succeed(job_id, {"ok": 1})
+        assert transitions.succeed(job_id, {"ok": 1})  # the retry of a landed commit
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
+    assert sql("SELECT status, point_balance FROM assessment_jobs, users") == [("succeeded", 2)]
+
+
+def test_a_reaped_job_does_not_succeed_on_retry(make_app, sql):
+    from app.jobs import transitions
+
+    app = make_app()
+    job_id = running_job(app, sql)
+    sql("UPDATE assessment_jobs SET status = 'failed'")
+    with app.app_context():
+        assert transitions.start(job_id) is None
+        assert not transitions.succeed(job_id, {"ok": 1})
+
+
+def test_a_job_whose_lease_ran_out_is_not_revived(make_app, sql):
+    from app.jobs import transitions
+
+    app = make_app()
+    job_id = running_job(app, sql)
+    sql("UPDATE assessment_jobs SET heartbeat_at = now() - interval '1 minute'")
+    with app.app_context():
+        assert transitions.heartbeat([job_id]) == set()
+        with pytest.raises(transitions.JobCancelled):
+            transitions.report_progress(job_id, "late", 50)
+    # Still stale for the reaper: its refund will stand.
+    assert sql("SELECT heartbeat_at < now() - interval '30 s' FROM assessment_jobs") == [(True,)]
+
+
+def test_errors_that_pass_are_retried_and_others_are_not(make_app):
+    import psycopg
+    from psycopg import errors
+    from sqlalchemy import exc
+
+    from app import dbretry
+
+    refused = psycopg.OperationalError("connection refused")
+    wrapped = exc.OperationalError("SELECT 1", {}, refused)
+    assert dbretry.is_unreachable(refused) and dbretry.is_unreachable(wrapped)
+    assert dbretry.is_unreachable(errors.AdminShutdown("terminating connection"))
+    serialization = exc.OperationalError("UPDATE", {}, errors.SerializationFailure("x"))
+    assert dbretry.is_transient(serialization) and not dbretry.is_unreachable(serialization)
+    assert not dbretry.is_transient(exc.IntegrityError("INSERT", {}, errors.UniqueViolation()))
+    assert not dbretry.is_transient(ValueError("x"))
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise wrapped
+        return "done"
+
+    app = make_app()
+    with app.app_context():
+        assert dbretry.retry(flaky, until=time.monotonic() + 5) == "done"
+        with pytest.raises(exc.OperationalError):
+            dbretry.retry(lambda: (_ for _ in ()).throw(wrapped), until=time.monotonic() + 0.2)
+        with pytest.raises(ValueError):
+            dbretry.retry(lambda: int("x"), until=time.monotonic() + 5)
+    assert len(calls) == 3
+
+
+def test_a_traceback_is_logged_once_a_minute_per_distinct_error():
+    import logging
+
+    from app.dbretry import OncePerMinute
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append((self.format(record), record.exc_info is not None))
+
+    logger = logging.getLogger("tests.outage.once")
+    logger.propagate = False
+    handler = Keep()
+    handler.addFilter(OncePerMinute())
+    logger.addHandler(handler)
+    for error in (ValueError("a"), ValueError("a"), ValueError("b"), ValueError("a")):
+        try:
+            raise error
+        except ValueError:
+            logger.exception("poll %s failed", 7)
+    logger.removeHandler(handler)
+    assert [with_traceback for _, with_traceback in records] == [True, False, True, False]
+    assert records[1][0].startswith("poll 7 failed [builtins.ValueError: a: traceback shown")
