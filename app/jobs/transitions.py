@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import Any
 
+import psycopg
 from flask import current_app
 from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
@@ -266,8 +267,8 @@ def execute_one(statement: TextClause, params: dict[str, Any]) -> Any:
     0.12 ms (bench/poll_parts.py). The SQL is still SQLAlchemy's, compiled once.
     """
     conn = db.engine.raw_connection()
+    pg = conn.driver_connection
     try:
-        pg = conn.driver_connection
         pg.autocommit = True
         try:
             with pg.cursor(row_factory=namedtuple_row) as cur:
@@ -275,6 +276,10 @@ def execute_one(statement: TextClause, params: dict[str, Any]) -> Any:
                 return cur.fetchone()
         finally:
             pg.autocommit = False
+    except psycopg.Error:
+        if pg.broken:  # the database went away: drop the connection, do not pool it
+            conn.invalidate()
+        raise
     finally:
         conn.close()  # back to the pool
 
