@@ -84,6 +84,11 @@ class DbProxy:
             self._server.close()
         for writer in list(self._open):
             writer.transport.abort()
+        self._flowing.set()  # a stalled pipe must see its aborted transport too
+        # Every pipe ends once its transports are aborted: let them, before the loop stops.
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._refusing:
