@@ -71,7 +71,7 @@ class Outage:
     def failed(self, exc: BaseException) -> None:
         """Note an error from the database; log it if it is the start of an outage."""
         if not is_unreachable(exc):
-            log.warning("database error, retried: %s", first_line(exc))
+            log.warning("database error, may pass if tried again: %s", first_line(exc))
             return
         with self._lock:
             if self.down_since is not None:
