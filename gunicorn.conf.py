@@ -1,6 +1,7 @@
 """gunicorn settings: one gthread worker; the master prepares the database first."""
 
 import gc
+import logging
 import os
 import signal
 import sys
@@ -48,6 +49,11 @@ def post_worker_init(worker):
     come too late; settling at the signal tells users the truth at once.
     """
     gc.freeze()  # the app the worker just built lives as long as the worker
+    from app import dbretry
+
+    # gunicorn's own log too: a request that failed for an outage's reason shows its
+    # traceback once a minute, not once per request.
+    dbretry.filter_tracebacks(logging.getLogger("gunicorn.error"))
     runner = worker.wsgi.extensions["runner"]
     drain = signal.getsignal(signal.SIGTERM)
 

@@ -11,7 +11,7 @@ from flask import Flask
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from . import config, embedded, failpoints
+from . import config, dbretry, embedded, failpoints
 from .extensions import csrf, db, login_manager, migrate
 
 
@@ -35,6 +35,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # An outage fails every request the same way: one traceback a minute says it all.
+    dbretry.filter_tracebacks(logging.getLogger())
     failpoints.configure(app.config["FAILPOINTS"])
 
     db.init_app(app)
