@@ -28,6 +28,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     )
     if test_config is not None:
         app.config.from_mapping(test_config)
+    if app.config.get("SWEEP_INTERVAL_SECONDS") is None:
+        app.config["SWEEP_INTERVAL_SECONDS"] = app.config["JOB_LEASE_SECONDS"]
+    from .jobs.views import LATE_HEARTBEATS
+
+    # Settings with which jobs cannot work stop the server here, naming the setting.
+    config.check(app.config, LATE_HEARTBEATS)
     if "SECRET_KEY" not in app.config or not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = config.secret_key()
     if "SQLALCHEMY_DATABASE_URI" not in app.config:
