@@ -16,7 +16,7 @@ Two providers, chosen by LAYER_PROVIDER:
 import hashlib
 import http.client
 import json
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -64,14 +64,23 @@ class ProviderError(Exception):
         self.reason = reason
 
 
+class Stopped(Exception):
+    """The job stopped (reaped, shut down): a fetch gives up instead of calling upstream."""
+
+
 class LayerProvider(Protocol):
     """A source of upstream hazard datasets."""
 
     name: str
     is_demo: bool
 
-    def fetch(self, dataset: str, key: str) -> dict[str, float]:
-        """Fetch one dataset for one tile or municipality key: one upstream call."""
+    def fetch(
+        self, dataset: str, key: str, stop: threading.Event | None = None
+    ) -> dict[str, float]:
+        """Fetch one dataset for one tile or municipality key: one upstream call.
+
+        Raise Stopped instead of calling (or of waiting longer) once stop is set.
+        """
         ...
 
 
@@ -91,11 +100,14 @@ class DemoProvider:
     def __init__(self, delay_seconds: float = 0.0) -> None:
         self.delay_seconds = delay_seconds
 
-    def fetch(self, dataset: str, key: str) -> dict[str, float]:
+    def fetch(
+        self, dataset: str, key: str, stop: threading.Event | None = None
+    ) -> dict[str, float]:
         """Return the dataset's numbers for key, the same every time."""
         spec = _dataset(dataset, key)
-        if self.delay_seconds > 0:
-            time.sleep(self.delay_seconds)
+        # The delay stands for an upstream call: a stopped job stops waiting on it at once.
+        if (stop or threading.Event()).wait(self.delay_seconds):
+            raise Stopped()
         digest = hashlib.sha256(f"{dataset}/{key}".encode()).digest()
         values = {}
         for i, (field, (low, high)) in enumerate(sorted(spec.fields.items())):
@@ -114,9 +126,15 @@ class HttpProvider:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
 
-    def fetch(self, dataset: str, key: str) -> dict[str, float]:
+    def fetch(
+        self, dataset: str, key: str, stop: threading.Event | None = None
+    ) -> dict[str, float]:
         """GET one dataset for one key and check it holds the dataset's numbers."""
         spec = _dataset(dataset, key)
+        # A call in progress cannot be interrupted, but it lasts at most self.timeout, and
+        # a stopped job makes no further call: its job thread has already let go of it.
+        if stop is not None and stop.is_set():
+            raise Stopped()
         url = f"{self.base_url}/{quote(dataset)}/{quote(key, safe='/')}"
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         try:
