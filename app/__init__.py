@@ -49,14 +49,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     login_manager.init_app(app)
 
     from .assessment import make_provider
-    from .jobs.housekeeping import Throttle
+    from .jobs import housekeeping
     from .jobs.runner import Runner
     from .singleflight import SingleFlightCache
 
     app.extensions["runner"] = Runner(
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
     )
-    app.extensions["housekeeping"] = Throttle()
+    app.extensions["housekeeping"] = housekeeping.throttles()
     # One process serves every request, so failed log-ins are counted exactly in memory.
     app.extensions["login_failures"] = MovingWindowRateLimiter(MemoryStorage())
     app.extensions["layer_provider"] = make_provider(app.config)
@@ -69,6 +69,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     for module in (auth, main, assessments, support, health):
         app.register_blueprint(module.bp)
     errors.init_app(app)
+    # Every request may set off the due chores (the fast poll, which bypasses Flask,
+    # does the same): while anyone uses any instance, dead jobs get swept.
+    app.before_request(lambda: housekeeping.trigger(app))
     cli.init_app(app)
     from .web.poll import LivePoll
 

@@ -1,4 +1,4 @@
-"""flask commands: grant points, create a support user, check the ledger."""
+"""flask commands: grant points, create a support user, check the ledger, sweep dead jobs."""
 
 import sys
 
@@ -7,6 +7,7 @@ from flask import Flask
 from flask.cli import with_appcontext
 
 from ..extensions import db
+from ..jobs import sweep as job_sweep
 from ..models import Role
 from ..points import accounts, ledger
 
@@ -16,6 +17,7 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(grant_points)
     app.cli.add_command(create_support)
     app.cli.add_command(ledger_check)
+    app.cli.add_command(sweep)
 
 
 @click.command("grant-points")
@@ -50,13 +52,26 @@ def create_support(email: str, password: str) -> None:
 @click.command("ledger-check")
 @with_appcontext
 def ledger_check() -> None:
-    """Check that every balance equals its ledger and every job's billing is whole."""
-    problems = [
-        f"user {m.user_id} ({m.email}): balance {m.balance} but ledger sums to {m.ledger_sum}"
-        for m in ledger.balance_mismatches()
-    ] + ledger.job_violations()
+    """Check every balance against its ledger, every job's billing, and that none is overdue."""
+    problems = (
+        [
+            f"user {m.user_id} ({m.email}): balance {m.balance} but ledger sums to {m.ledger_sum}"
+            for m in ledger.balance_mismatches()
+        ]
+        + ledger.job_violations()
+        # A point held by a job gone past its lease is a point the user cannot use.
+        + job_sweep.overdue()
+    )
     for problem in problems:
         click.echo(problem, err=True)
     if problems:
         sys.exit(1)
     click.echo("ledger ok")
+
+
+@click.command("sweep")
+@with_appcontext
+def sweep() -> None:
+    """Reap stale jobs of every user and settle failed ones (for operators with a timer)."""
+    reaped, finalized = job_sweep.sweep()
+    click.echo(f"reaped {reaped}, finalized {finalized}")
