@@ -7,10 +7,13 @@ import threading
 import pytest
 
 from app import create_app, failpoints
-from app.assessment.providers import DemoProvider
+from app.assessment import resolve_place, run_assessment
+from app.assessment.analysis import LAYERS
+from app.assessment.providers import DemoProvider, HttpProvider, Stopped
 from app.extensions import db
 from app.jobs import housekeeping, runner, sweep
 from app.points import billing
+from app.singleflight import SingleFlightCache
 from tests.conftest import TEST_CONFIG, Actions, job_id_from, signed_in, wait_for
 from tests.test_reaper import stale_charged_job
 
@@ -228,6 +231,59 @@ def test_shutdown_stops_a_job_inside_its_fetch_and_frees_its_slot(make_app, sql)
     wait_for(no_layer_threads, timeout=2)
     assert provider.calls == calls and provider.after_stop == 0
     assert settled_and_refunded(sql, job_id)
+
+
+def test_the_http_provider_makes_no_call_once_stopped(upstream):
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Stopped):
+        HttpProvider(upstream.url, timeout=2).fetch("faults", "011002", stop)
+    assert not upstream.hits
+
+
+def test_a_job_that_joined_a_stopped_jobs_fetch_fetches_for_itself():
+    area = resolve_place("札幌市")
+    stops = {"first": threading.Event(), "second": threading.Event()}
+
+    class FirstJobWaits:
+        """Upstream answers the second job at once; the first job's calls hang till stopped."""
+
+        name, is_demo = "gated", False
+
+        def fetch(self, dataset, key, stop=None):
+            if stop is stops["first"] and stop.wait(30):
+                raise Stopped()
+            return DemoProvider().fetch(dataset, key)
+
+    cache, outcome = SingleFlightCache(), {}
+
+    def job(name):
+        try:
+            outcome[name] = run_assessment(
+                area,
+                "en",
+                provider=FirstJobWaits(),
+                cache=cache,
+                progress=lambda *_: None,
+                stop=stops[name],
+            )
+        except Stopped as exc:
+            outcome[name] = exc
+
+    def lookups():
+        return cache.stats()["misses"] + cache.stats()["joins"]
+
+    threads = {name: threading.Thread(target=job, args=(name,)) for name in stops}
+    threads["first"].start()
+    wait_for(lambda: lookups() == len(LAYERS))  # every layer of it hangs on a call
+    threads["second"].start()
+    wait_for(lambda: lookups() == 2 * len(LAYERS))  # and the second job's layers join them
+    stops["first"].set()
+    for thread in threads.values():
+        thread.join(10)
+
+    assert isinstance(outcome["first"], Stopped)
+    assert outcome["second"]["area"]["code"] == area.code
 
 
 # -- 4. a thread that cannot start -------------------------------------------------------
