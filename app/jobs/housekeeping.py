@@ -114,9 +114,9 @@ def claim(name: str, interval_seconds: float) -> float | None:
         {"name": name, "interval": interval_seconds},
     ).first()
     db.session.commit()
-    if row is None or row.claimed:
-        return None if row is not None else interval_seconds
-    return row.due_in or 0.0
+    if row is None:  # the chore's row is not there (not migrated yet): try much later
+        return interval_seconds
+    return None if row.claimed else max(row.due_in or 0.0, 0.0)
 
 
 def purge_if_due(interval_seconds: float, retention_days: float) -> int | None:
