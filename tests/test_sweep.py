@@ -199,7 +199,7 @@ class WatchedDemo(DemoProvider):
         with self.lock:
             self.calls += 1
             self.after_stop += bool(stop is not None and stop.is_set())
-        return super().fetch(dataset, key, stop)
+        return super().fetch(dataset, key, stop=stop)
 
 
 def long_job(make_app, sql):
@@ -220,13 +220,13 @@ def test_a_reaped_job_stops_inside_its_fetch_and_frees_its_slot(make_app, sql):
     app, provider, job_id = long_job(make_app, sql)
     jobs = app.extensions["runner"]
     assert jobs.running_ids() == [job_id]
-    calls = provider.calls
 
     # Reaped from elsewhere (another worker's sweep): the next heartbeat stops it.
     sql("UPDATE assessment_jobs SET status = 'failed' WHERE id = %(j)s", j=job_id)
 
     wait_for(lambda: jobs.running_ids() == [], timeout=2)
     assert jobs._slots._value == jobs.max_jobs
+    calls = provider.calls
     wait_for(no_layer_threads, timeout=2)
     assert provider.calls == calls and provider.after_stop == 0
 
@@ -234,12 +234,12 @@ def test_a_reaped_job_stops_inside_its_fetch_and_frees_its_slot(make_app, sql):
 def test_shutdown_stops_a_job_inside_its_fetch_and_frees_its_slot(make_app, sql):
     app, provider, job_id = long_job(make_app, sql)
     jobs = app.extensions["runner"]
-    calls = provider.calls
 
     jobs.shutdown()
 
     wait_for(lambda: jobs.running_ids() == [], timeout=2)
     assert jobs._slots._value == jobs.max_jobs
+    calls = provider.calls
     wait_for(no_layer_threads, timeout=2)
     assert provider.calls == calls and provider.after_stop == 0
     assert settled_and_refunded(sql, job_id)

@@ -50,9 +50,9 @@ def run_assessment(
         while True:
             if stop.is_set():
                 raise Stopped()
-            try:
+            try:  # by keyword: a routing provider passes it through to the real one
                 return cache.get(
-                    (dataset, key), lambda: provider.fetch(dataset, key, stop), counter
+                    (dataset, key), lambda: provider.fetch(dataset, key, stop=stop), counter
                 )
             except Stopped:
                 if stop.is_set():
