@@ -1,4 +1,4 @@
-"""Configuration from the environment, with the defaults of DESIGN.md."""
+"""Configuration from the environment, with the defaults of docs/architecture.md."""
 
 import os
 import secrets
@@ -18,6 +18,17 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "LAYER_PROVIDER": (str, "demo"),
     "LAYER_HTTP_BASE_URL": (str, ""),
     "LAYER_HTTP_TIMEOUT_SECONDS": (float, 10),
+    "LAYER_HTTP_RETRIES": (int, 2),
+    "LAYER_RETRY_BACKOFF_SECONDS": (float, 0.5),
+    "LAYER_RETRY_AFTER_MAX_SECONDS": (float, 5),
+    "JSHIS_BASE_URL": (str, "https://www.j-shis.bosai.go.jp/map/api"),
+    "JSHIS_MAP_VERSION": (str, "Y2024"),
+    "JSHIS_CASE": (str, "AVR"),
+    "JSHIS_GROUND_VERSION": (str, "V4"),
+    "GSI_ELEVATION_URL": (
+        str,
+        "https://cyberjapandata2.gsi.go.jp/general/dem/scripts/getelevation.php",
+    ),
     "LAYER_CACHE_TTL_SECONDS": (float, 300),
     "LAYER_CACHE_SIZE": (int, 4096),
     "REPORT_RETENTION_DAYS": (float, 30),

@@ -584,7 +584,7 @@ def _submit_reading(sb: dict) -> list[str]:
         f"Reading: ours takes {before:.2f} ms more than the floor before its INSERT reaches"
         " the database (Flask, the session, CSRF, the form, the place lookup) and"
         f" {after:.2f} ms more after it (the runner, the job's app context and ORM session)."
-        f" The floor, which any implementation of DESIGN.md's submit must pay (a web"
+        f" The floor, which any implementation of the architecture's submit must pay (a web"
         f" request, a durable INSERT, a thread that begins its own transaction), is"
         f" {med(floor, 'post_to_running') / rq['median_ms']:.2f}x RQ SimpleWorker's"
         " enqueue -> start, which has no web request and no durable write.",

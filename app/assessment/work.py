@@ -8,10 +8,10 @@ from typing import Any
 
 from ..singleflight import CacheStats, SingleFlightCache
 from .analysis import LANGS, LAYERS, Layer, analyse
-from .area import Area, tile_key
-from .providers import DATASETS, LayerProvider, Stopped
+from .area import Area
+from .providers import LayerProvider, ProviderError, Stopped, default_keys
 
-Fetched = dict[str, list[dict[str, float]]]
+Fetched = dict[str, list[dict[str, Any]]]
 
 
 # How often the job's thread looks at its stop signal while layers fetch: a stopped
@@ -19,11 +19,28 @@ Fetched = dict[str, list[dict[str, float]]]
 STOP_CHECK_SECONDS = 0.1
 
 
-def keys_for(area: Area, dataset: str) -> list[str]:
-    """Return the keys by which a dataset is fetched for an area: its tiles, or its code."""
-    if DATASETS[dataset].scope == "tile":
-        return [tile_key(tile) for tile in area.tiles]
-    return [area.code]
+def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
+    """Return the keys by which a dataset is fetched for an area, as its provider asks."""
+    keys = getattr(provider, "keys", None)
+    return keys(area, dataset) if keys is not None else default_keys(area, dataset)
+
+
+def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area: Area) -> dict:
+    """Say per dataset where its figures came from and from how many points."""
+    sources: dict[str, dict[str, Any]] = {}
+    for per_layer in fetched.values():
+        for dataset, answers in per_layer.items():
+            if dataset in sources:
+                continue
+            describe = getattr(provider, "source", None)
+            info = dict(describe(dataset)) if describe else {"real": not provider.is_demo}
+            info["points"] = len(answers)
+            info["asked"] = len(keys_for(area, dataset, provider))
+            notes = sorted({str(a["source"]) for a in answers if a.get("source")})
+            if notes:
+                info["notes"] = notes
+            sources[dataset] = info
+    return sources
 
 
 def run_assessment(
@@ -46,7 +63,7 @@ def run_assessment(
     counter = CacheStats()
     stop = stop or threading.Event()
 
-    def fetch(dataset: str, key: str) -> dict[str, float]:
+    def fetch(dataset: str, key: str) -> dict[str, Any] | None:
         while True:
             if stop.is_set():
                 raise Stopped()
@@ -60,8 +77,17 @@ def run_assessment(
                 # We joined another job's fetch of this key and that job stopped: this
                 # one has not, so it fetches the key itself.
 
+    def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
+        keys = keys_for(area, dataset, provider)
+        # None: the source has no data at that key (a point at sea); the rest decide.
+        answers = [a for a in (fetch(dataset, key) for key in keys) if a is not None]
+        if not answers:
+            reason = f"the service has no data at any of the {len(keys)} places asked"
+            raise ProviderError(dataset, area.code, reason)
+        return answers
+
     def fetch_layer(layer: Layer) -> Fetched:
-        return {ds: [fetch(ds, key) for key in keys_for(area, ds)] for ds in layer.datasets}
+        return {ds: fetch_dataset(ds) for ds in layer.datasets}
 
     total = len(LAYERS)
     progress(f"Fetching {total} hazard layers", 0)
@@ -88,12 +114,18 @@ def run_assessment(
         pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
 
     progress("Analysing", 95)
+    sources = describe_sources(provider, fetched, area)
+    analysed = analyse(area, lang, fetched)
+    for row in analysed["layers"]:
+        row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
     report = {
         "area": area.to_dict(),
         "lang": lang,
-        **analyse(area, lang, fetched),
+        **analysed,
+        "sources": sources,
         "provider": provider.name,
-        "demo": bool(provider.is_demo),
+        # The banner: shown while any layer still reads demonstration data.
+        "demo": not all(row["real"] for row in analysed["layers"]),
         "cache": counter.as_dict(),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
