@@ -107,6 +107,10 @@ def make_app(database_url):
 
     for app in built:
         assert app.extensions["runner"].wait(10), "a job thread outlived its test"
+    for thread in threading.enumerate():  # chores that a request set off end with it
+        if thread.name in ("housekeeping", "sweep"):
+            thread.join(10)
+    for app in built:
         with app.app_context():
             db.engine.dispose()
     failpoints.configure("")

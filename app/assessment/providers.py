@@ -20,7 +20,7 @@ its provider; ``*`` names the rest (demo when left out).
 import hashlib
 import http.client
 import json
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -61,14 +61,23 @@ DATASETS: dict[str, Dataset] = {
 DEMO_CALLS_PER_JOB = TILES_PER_AREA + 1
 
 
+class Stopped(Exception):
+    """The job stopped (reaped, shut down): a fetch gives up instead of calling upstream."""
+
+
 class LayerProvider(Protocol):
     """A source of upstream hazard datasets."""
 
     name: str
     is_demo: bool
 
-    def fetch(self, dataset: str, key: str) -> dict[str, Any] | None:
-        """Fetch one dataset for one key; None where the source has no data for it."""
+    def fetch(
+        self, dataset: str, key: str, stop: threading.Event | None = None
+    ) -> dict[str, Any] | None:
+        """Fetch one dataset for one key; None where the source has no data for it.
+
+        Raise Stopped instead of calling (or of waiting longer) once stop is set.
+        """
         ...
 
     def keys(self, area: Area, dataset: str) -> list[str]:
@@ -108,11 +117,14 @@ class DemoProvider:
     def __init__(self, delay_seconds: float = 0.0) -> None:
         self.delay_seconds = delay_seconds
 
-    def fetch(self, dataset: str, key: str) -> dict[str, float]:
+    def fetch(
+        self, dataset: str, key: str, stop: threading.Event | None = None
+    ) -> dict[str, float]:
         """Return the dataset's numbers for key, the same every time."""
         spec = _dataset(dataset, key)
-        if self.delay_seconds > 0:
-            time.sleep(self.delay_seconds)
+        # The delay stands for an upstream call: a stopped job stops waiting on it at once.
+        if (stop or threading.Event()).wait(self.delay_seconds):
+            raise Stopped()
         digest = hashlib.sha256(f"{dataset}/{key}".encode()).digest()
         values = {}
         for i, (field, (low, high)) in enumerate(sorted(spec.fields.items())):
@@ -132,9 +144,15 @@ class HttpProvider:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
 
-    def fetch(self, dataset: str, key: str) -> dict[str, float]:
+    def fetch(
+        self, dataset: str, key: str, stop: threading.Event | None = None
+    ) -> dict[str, float]:
         """GET one dataset for one key and check it holds the dataset's numbers."""
         spec = _dataset(dataset, key)
+        # A call in progress cannot be interrupted, but it lasts at most self.timeout, and
+        # a stopped job makes no further call: its job thread has already let go of it.
+        if stop is not None and stop.is_set():
+            raise Stopped()
         url = f"{self.base_url}/{quote(dataset)}/{quote(key, safe='/')}"
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         try:

@@ -9,13 +9,14 @@ from typing import Any
 from ..singleflight import CacheStats, SingleFlightCache
 from .analysis import LANGS, LAYERS, Layer, analyse
 from .area import Area
-from .providers import LayerProvider, ProviderError, default_keys
+from .providers import LayerProvider, ProviderError, Stopped, default_keys
 
 Fetched = dict[str, list[dict[str, Any]]]
 
 
-class _Stopped(Exception):
-    """The job stopped elsewhere; a layer still fetching gives up at its next call."""
+# How often the job's thread looks at its stop signal while layers fetch: a stopped
+# job gives its runner slot back this soon, whatever its fetches are waiting on.
+STOP_CHECK_SECONDS = 0.1
 
 
 def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
@@ -49,21 +50,32 @@ def run_assessment(
     provider: LayerProvider,
     cache: SingleFlightCache,
     progress: Callable[[str, int], None],
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Fetch the area's hazard layers, analyse them and return the JSON-safe report.
 
     An exception from progress (the job was cancelled) or from the provider propagates at
-    once; layers still fetching stop at their next upstream call.
+    once, and so does Stopped once the job's stop signal is set, even while a fetch is
+    under way; layers still fetching give up (the demo at once, http after its call).
     """
     if lang not in LANGS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
     counter = CacheStats()
-    stop = threading.Event()
+    stop = stop or threading.Event()
 
     def fetch(dataset: str, key: str) -> dict[str, Any] | None:
-        if stop.is_set():
-            raise _Stopped()
-        return cache.get((dataset, key), lambda: provider.fetch(dataset, key), counter)
+        while True:
+            if stop.is_set():
+                raise Stopped()
+            try:  # by keyword: a routing provider passes it through to the real one
+                return cache.get(
+                    (dataset, key), lambda: provider.fetch(dataset, key, stop=stop), counter
+                )
+            except Stopped:
+                if stop.is_set():
+                    raise
+                # We joined another job's fetch of this key and that job stopped: this
+                # one has not, so it fetches the key itself.
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
         keys = keys_for(area, dataset, provider)
@@ -86,16 +98,20 @@ def run_assessment(
             pool.submit(fetch_layer, layer): layer for layer in LAYERS
         }
         while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=STOP_CHECK_SECONDS, return_when=FIRST_COMPLETED)
+            if stop.is_set():
+                raise Stopped()
             for future in done:
                 layer = pending.pop(future)
                 fetched[layer.key] = future.result()  # a provider error raises here
                 n = len(fetched)
                 progress(f"Fetched layer {n} of {total} ({layer.key})", 5 + 85 * n // total)
-    finally:
-        # On success every layer is done; on an error, the others stop at their next call.
+    except BaseException:
+        # The others stop at their next call, or at once if they are waiting on one.
         stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
 
     progress("Analysing", 95)
     sources = describe_sources(provider, fetched, area)

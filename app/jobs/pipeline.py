@@ -8,7 +8,7 @@ import uuid
 from flask import current_app
 
 from .. import dbretry, failpoints
-from ..assessment import Area, ProviderError, resolve_place, run_assessment
+from ..assessment import Area, ProviderError, Stopped, resolve_place, run_assessment
 from ..points import ledger
 from . import transitions, views
 from .runner import Runner, RunnerBusy
@@ -92,6 +92,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             provider=app.extensions["layer_provider"],
             cache=app.extensions["layer_cache"],
             progress=progress,
+            stop=stop,  # a reaped or shut-down job gives up even inside a fetch
         )
         failpoints.hit("before_success")
         # Retried until it commits or the lease runs out; the conditional UPDATE makes a
@@ -100,7 +101,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
-    except transitions.JobCancelled:
+    except (transitions.JobCancelled, Stopped):
         log.info("job %s stopped: its row is no longer running", job_id)
     except LeaseRanOut:
         log.warning("job %s: the database was out of reach past its lease; work dropped", job_id)

@@ -54,10 +54,24 @@ class Runner:
         stop = threading.Event()
         with self._lock:
             self._live[job_id] = stop
-        self._ensure_heartbeat()
-        threading.Thread(
-            target=self._run, args=(job_id, work, stop), name=f"job-{job_id}", daemon=True
-        ).start()
+        try:
+            self._ensure_heartbeat()
+            threading.Thread(
+                target=self._run, args=(job_id, work, stop), name=f"job-{job_id}", daemon=True
+            ).start()
+        except BaseException:
+            # The OS refused a thread ("can't start new thread"): nothing will run this
+            # job, so it must not keep a slot or a heartbeat. It was never charged.
+            with self._lock:
+                self._live.pop(job_id, None)
+            self._slots.release()
+            log.exception("could not start a thread for job %s", job_id)
+            try:
+                transitions.fail_and_settle(job_id, transitions.INTERRUPTED, NOT_STARTED_MESSAGE)
+            except Exception:  # noqa: BLE001 - the sweep settles it once its lease runs out
+                db.session.rollback()
+                log.exception("could not settle job %s that never started", job_id)
+            raise RunnerBusy() from None
 
     def _run(self, job_id, work, stop) -> None:
         try:
@@ -138,3 +152,4 @@ class Runner:
 
 
 SHUTDOWN_MESSAGE = "The service restarted while your assessment was running."
+NOT_STARTED_MESSAGE = "The service was too busy to start your assessment."

@@ -7,7 +7,7 @@ from flask_login import current_user, login_required
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
 from ..extensions import login_manager
-from ..jobs import housekeeping, pipeline, transitions, views
+from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
 from ..points import ledger
 from . import paging
@@ -51,7 +51,6 @@ def create():
     user_id = session_user_id()
     if user_id is None:
         return login_manager.unauthorized()
-    housekeeping.trigger(current_app._get_current_object())
     form = AssessmentForm()
     if not form.validate_on_submit():
         return _form_error(form, 400)
@@ -92,7 +91,6 @@ def status(job_id: str):
     user_id = session_user_id()
     if user_id is None:
         return login_manager.unauthorized()
-    housekeeping.trigger(current_app._get_current_object())
     job = _own_job(job_id, user_id)
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None
