@@ -219,7 +219,6 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
         u=user_id,
         j=job_id,
     )
-    sql("UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s", u=user_id)
     sql(
         "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail) VALUES"
         " ('payment', 'REAP_CONSUME_LOOKUP_FAILED', 'critical', %(j)s, %(u)s,"
