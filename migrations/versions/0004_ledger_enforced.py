@@ -26,6 +26,9 @@ Every error is a check_violation (23514) naming its rule as the constraint, so t
 app and the tests tell them apart by diag.constraint_name. `flask ledger-check`
 stays the auditor of what these triggers cannot see (jobs' billing invariants).
 
+Downgrading needs the app code from before this revision too: without the triggers,
+nothing but that code's own UPDATEs moves a balance.
+
 Revision ID: 0004
 Revises: 0002
 Create Date: 2026-12-01 06:50:00
