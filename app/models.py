@@ -38,6 +38,8 @@ class JobStatus(StrEnum):
 
 
 class User(UserMixin, db.Model):
+    # point_balance moves only with a point_ledger row: triggers apply each row's amount
+    # and refuse any other change, and a new user starts at 0 (migration 0004).
     __tablename__ = "users"
     __table_args__ = (
         CheckConstraint("point_balance >= 0", name="ck_users_point_balance_nonnegative"),
@@ -58,6 +60,8 @@ class User(UserMixin, db.Model):
 
 
 class LedgerEntry(db.Model):
+    # Append-only, and a refund reverses a consume of its own job and user: triggers
+    # refuse the rest, for every role (migrations/versions/0004_ledger_enforced.py).
     __tablename__ = "point_ledger"
     __table_args__ = (
         CheckConstraint(

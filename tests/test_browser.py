@@ -223,7 +223,6 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
         u=user_id,
         j=job_id,
     )
-    sql("UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s", u=user_id)
     sql(
         "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail) VALUES"
         " ('payment', 'REAP_CONSUME_LOOKUP_FAILED', 'critical', %(j)s, %(u)s,"
@@ -247,10 +246,17 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
 
 def test_a_deploy_while_watching_settles_the_open_page_at_once(page, live):
     # A lease far longer than the test: only the shutdown hook can settle the job.
-    server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600")
+    # The charge waits two seconds, so the page opens on a job not charged yet.
+    server = live(
+        ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600", FAILPOINTS="after_running=sleep:2"
+    )
     sign_up(page, server, "deploy@example.com")
     start_job(page, server, "Kobe")
+    assert page.locator("#job-status").get_attribute("data-billing") == "pending"
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
     page.wait_for_selector('#job-status[data-billing="charged"]')
+    # The top bar moved with the charge, before anything settled.
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "2"
     server.stop()  # SIGTERM: settled before the worker drains its last polls
     page.wait_for_selector('#job-status[data-billing="refunded"]')
     assert "The service restarted" in page.locator("#job-status").inner_text()

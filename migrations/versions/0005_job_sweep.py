@@ -6,7 +6,7 @@ Its second query, failed jobs not finalized, would scan the whole table; the par
 index holds only those rows, which are few and short-lived.
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004
 Create Date: 2026-12-01 07:00:00
 
 """
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
