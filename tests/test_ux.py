@@ -1,6 +1,6 @@
 """What a point buys, seen through the test client: said before paying, controlled after."""
 
-from tests.conftest import Actions, signed_in
+from tests.conftest import csrf_token, job_id_from, signed_in, wait_for
 
 DEMO = "demonstration data"
 
@@ -19,3 +19,56 @@ def test_real_data_says_nothing_of_demonstrations(make_app):
     )
     assert DEMO not in client.get("/assessments/new").get_data(as_text=True)
     assert DEMO not in app.test_client().get("/").get_data(as_text=True)
+
+
+def test_paying_twice_for_the_same_report_needs_a_second_click(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    first = job_id_from(actions.submit("Sapporo"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+
+    again = actions.submit("札幌市")
+    body = again.get_data(as_text=True)
+    assert again.status_code == 409
+    assert f'href="/assessments/{first}"' in body
+    assert "Start a new one anyway (1 point)" in body and 'name="confirm" value="yes"' in body
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+
+    token = csrf_token(body)
+    confirmed = client.post(
+        "/assessments",
+        data={"query": "札幌市", "lang": "en", "confirm": "yes", "csrf_token": token},
+    )
+    assert confirmed.status_code == 303
+    wait_for(lambda: sql("SELECT point_balance FROM users") == [(1,)])
+
+
+def test_a_purged_or_other_place_report_is_no_duplicate(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    job_id_from(actions.submit("Sapporo"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    assert actions.submit("Sendai").status_code == 303
+    done = "SELECT count(*) FROM assessment_jobs WHERE status = 'succeeded'"
+    wait_for(lambda: sql(done) == [(2,)])
+    sql("UPDATE assessment_jobs SET result = NULL, result_purged_at = now()")
+    assert actions.submit("Sapporo").status_code == 303
+
+
+def test_the_other_language_is_free_and_the_same_figures(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    job_id = job_id_from(actions.submit("Fuchu, Tokyo", "en"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+
+    asked = actions.submit("府中市 東京都", "ja")
+    body = asked.get_data(as_text=True)
+    assert asked.status_code == 409
+    assert f"/assessments/{job_id}?lang=ja" in body and "Read it in Japanese" in body
+
+    english = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    japanese = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert 'class="report" lang="en"' in english and 'class="report" lang="ja"' in japanese
+    assert "総合ハザードスコア" in japanese
+    stored = sql("SELECT result FROM assessment_jobs")[0][0]
+    for layer in stored["layers"]:
+        assert f"report-level-{layer['level']}" in japanese
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+    assert sql("SELECT point_balance FROM users") == [(2,)]

@@ -133,11 +133,32 @@ def analyse(
     """Score every layer from its fetched datasets and write the narrative in lang."""
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
-    layers = []
+    scored = []
     for layer in LAYERS:
         numbers = summarise(fetched[layer.key])
-        index = layer.index(numbers)
-        level = level_of(index)
+        scored.append(
+            {
+                "key": layer.key,
+                "index": round(layer.index(numbers), 3),
+                "numbers": {name: round(numbers[name], 2) for name in layer.uses},
+            }
+        )
+    return describe(area, lang, scored)
+
+
+def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Write a report's levels, score and narrative in lang from its language-free figures.
+
+    Only the stored index and numbers of each layer are read, so a stored report can be
+    written again in the other language without fetching anything (see translate).
+    """
+    if lang not in LABELS:
+        raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
+    by_key = {row["key"]: row for row in scored}
+    layers = []
+    for layer in LAYERS:
+        row = by_key[layer.key]
+        level = level_of(row["index"])
         layers.append(
             {
                 "key": layer.key,
@@ -146,8 +167,8 @@ def analyse(
                 "name": layer.name_ja if lang == "ja" else layer.name_en,
                 "level": level,
                 "label": LABELS[lang][level - 1],
-                "index": round(index, 3),
-                "numbers": {name: round(numbers[name], 2) for name in layer.uses},
+                "index": row["index"],
+                "numbers": dict(row["numbers"]),
             }
         )
     weighted = sum(layer.weight * row["index"] for layer, row in zip(LAYERS, layers, strict=True))
@@ -159,6 +180,12 @@ def analyse(
         "score_label": score_label,
         "narrative": narrative(area, lang, score, score_label, layers),
     }
+
+
+def translate(report: Mapping[str, Any], lang: str) -> dict[str, Any]:
+    """Return a stored report written in lang from its own figures: no fetch, no new job."""
+    area = Area.from_dict(report["area"])
+    return {**report, "lang": lang, **describe(area, lang, report["layers"])}
 
 
 def narrative(

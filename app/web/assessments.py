@@ -5,7 +5,7 @@ import functools
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from ..assessment import PlaceAmbiguous, PlaceNotFound
+from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis
 from ..extensions import login_manager
 from ..jobs import housekeeping, pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
@@ -56,7 +56,11 @@ def create():
     if not form.validate_on_submit():
         return _form_error(form, 400)
     try:
-        job_id = pipeline.submit(user_id, form.query.data, form.lang.data)
+        job_id = pipeline.submit(
+            user_id, form.query.data, form.lang.data, confirmed=form.confirm.data == "yes"
+        )
+    except pipeline.AlreadyReported as exc:
+        return _form_error(form, 409, None, existing=exc.job_id, existing_lang=exc.lang)
     except PlaceAmbiguous as exc:
         return _form_error(form, 400, str(exc), choices=exc.choices)
     except PlaceNotFound as exc:
@@ -82,6 +86,10 @@ def show(job_id: str):
     """Show a job: its live status and, once it succeeded, its report."""
     job = _own_job(job_id, current_user.id)
     report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
+    # The other language is the same figures in other words: re-written, never charged.
+    lang = request.args.get("lang")
+    if report and lang in analysis.LANGS and lang != report["lang"]:
+        report = analysis.translate(report, lang)
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
 
