@@ -22,6 +22,7 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "LAYER_CACHE_SIZE": (int, 4096),
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
+    "SUPPORT_CONTACT": (str, "support@example.com"),
     "FAILPOINTS": (str, ""),
 }
 

@@ -72,3 +72,18 @@ def test_the_other_language_is_free_and_the_same_figures(make_app, sql):
         assert f"report-level-{layer['level']}" in japanese
     assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
     assert sql("SELECT point_balance FROM users") == [(2,)]
+
+
+def test_zero_points_is_one_message_with_the_way_to_points_and_a_disabled_button(make_app, sql):
+    app, client, actions = signed_in(make_app, SUPPORT_CONTACT="points@hazard.example")
+    token = actions.token("/assessments/new")
+    sql("UPDATE users SET point_balance = 0")  # tampered only to reach the state
+    sql("DELETE FROM point_ledger")
+    form = client.get("/assessments/new").get_data(as_text=True)
+    refused = actions.submit("Sapporo", token=token)
+    assert refused.status_code == 402
+    for body in (form, refused.get_data(as_text=True)):
+        assert body.count('class="alert"') == 1
+        assert 'href="mailto:points@hazard.example"' in body
+        assert '<button type="submit" class="button" disabled aria-describedby="no-points">' in body
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]

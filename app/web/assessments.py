@@ -17,7 +17,6 @@ from .forms import AssessmentForm
 bp = Blueprint("assessments", __name__, url_prefix="/assessments")
 
 RETRY_AFTER_SECONDS = 10
-NO_POINTS = "Nothing was charged. Ask our support team to add points to your account."
 
 
 @bp.get("")
@@ -66,9 +65,7 @@ def create():
     except PlaceNotFound as exc:
         return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
     except transitions.NotEnoughPoints:
-        return _form_error(
-            form, 402, "You have no points left, so this assessment cannot start. " + NO_POINTS
-        )
+        return _form_error(form, 402, no_points=True)  # the form says it, once
     except transitions.AssessmentInFlight as exc:
         return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
     except RunnerBusy:
