@@ -1,6 +1,11 @@
 """What a point buys, seen through the test client: said before paying, controlled after."""
 
-from tests.conftest import csrf_token, job_id_from, signed_in, wait_for
+import html
+import re
+
+from app.assessment.gazetteer import gazetteer
+from app.assessment.places import query_for, resolve_place
+from tests.conftest import Actions, csrf_token, job_id_from, signed_in, wait_for
 
 DEMO = "demonstration data"
 
@@ -86,4 +91,30 @@ def test_zero_points_is_one_message_with_the_way_to_points_and_a_disabled_button
         assert body.count('class="alert"') == 1
         assert 'href="mailto:points@hazard.example"' in body
         assert '<button type="submit" class="button" disabled aria-describedby="no-points">' in body
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+
+
+def test_every_choice_fills_the_form_with_words_naming_only_it():
+    for area in gazetteer().areas:
+        assert resolve_place(query_for(area)) == area
+
+
+def test_a_cut_list_says_how_many_matched_and_a_choice_keeps_what_was_typed(client, sql):
+    actions = Actions(client)
+    actions.signup()
+    body = actions.submit("Tokyo").get_data(as_text=True)
+    total = sum(
+        1 for a in gazetteer().areas if a.code.startswith("13") and not gazetteer().is_ward(a)
+    )
+    assert f"Showing 5 of the {total} places that match" in body
+    assert "Type the city, ward, town or village to narrow it down" in body
+    assert "Did you mean" not in body
+
+    chosen = html.unescape(re.findall(r'href="(/assessments/new\?[^"]+)"', body)[0])
+    form = client.get(chosen).get_data(as_text=True)
+    assert "You typed “Tokyo”" in form
+    query = re.search(r'id="query"[^>]*value="([^"]+)"', form) or re.search(
+        r'value="([^"]+)"[^>]*id="query"', form
+    )
+    assert not query[1].isdigit() and resolve_place(query[1]).code.startswith("13")
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]

@@ -5,7 +5,7 @@ import functools
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis
+from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis, places
 from ..extensions import login_manager
 from ..jobs import housekeeping, pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
@@ -39,7 +39,16 @@ def new():
     form = AssessmentForm(
         query=request.args.get("query", "")[:200], lang=lang if lang in ("en", "ja") else "en"
     )
-    return render_template("assessments/new.html", form=form)
+    # After a choice: what the user typed, shown beside the place it became.
+    return render_template(
+        "assessments/new.html", form=form, typed=request.args.get("typed", "")[:200]
+    )
+
+
+@bp.app_template_filter("place_query")
+def place_query(area) -> str:
+    """Return the words a choice fills the form with: readable, and naming only that area."""
+    return places.query_for(area)
 
 
 @bp.post("")
@@ -63,7 +72,7 @@ def create():
     except PlaceAmbiguous as exc:
         return _form_error(form, 400, str(exc), choices=exc.choices)
     except PlaceNotFound as exc:
-        return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
+        return _form_error(form, 400, str(exc), suggestions=exc.suggestions, matched=exc.total)
     except transitions.NotEnoughPoints:
         return _form_error(form, 402, no_points=True)  # the form says it, once
     except transitions.AssessmentInFlight as exc:
