@@ -6,7 +6,7 @@ May import only the root modules (singleflight, config); never app.points, app.j
 from .area import Area
 from .places import PlaceAmbiguous, PlaceNotFound, resolve_place
 from .providers import LayerProvider, ProviderError, make_provider
-from .work import run_assessment
+from .work import Stopped, run_assessment
 
 __all__ = [
     "Area",
@@ -14,6 +14,7 @@ __all__ = [
     "PlaceAmbiguous",
     "PlaceNotFound",
     "ProviderError",
+    "Stopped",
     "make_provider",
     "resolve_place",
     "run_assessment",

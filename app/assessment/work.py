@@ -14,7 +14,7 @@ from .providers import DATASETS, LayerProvider
 Fetched = dict[str, list[dict[str, float]]]
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """The job stopped elsewhere; a layer still fetching gives up at its next call."""
 
 
@@ -32,11 +32,13 @@ def run_assessment(
     provider: LayerProvider,
     cache: SingleFlightCache,
     progress: Callable[[str, int], None],
+    cancelled: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Fetch the area's hazard layers, analyse them and return the JSON-safe report.
 
     An exception from progress (the job was cancelled) or from the provider propagates at
-    once; layers still fetching stop at their next upstream call.
+    once; layers still fetching stop at their next upstream call, as they do once
+    cancelled is set (the runner sets it when the job's row stops running).
     """
     if lang not in LANGS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
@@ -44,8 +46,8 @@ def run_assessment(
     stop = threading.Event()
 
     def fetch(dataset: str, key: str) -> dict[str, float]:
-        if stop.is_set():
-            raise _Stopped()
+        if stop.is_set() or (cancelled is not None and cancelled.is_set()):
+            raise Stopped()
         return cache.get((dataset, key), lambda: provider.fetch(dataset, key), counter)
 
     def fetch_layer(layer: Layer) -> Fetched:

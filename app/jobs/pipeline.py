@@ -7,7 +7,7 @@ import uuid
 from flask import current_app
 
 from .. import failpoints
-from ..assessment import Area, ProviderError, resolve_place, run_assessment
+from ..assessment import Area, ProviderError, Stopped, resolve_place, run_assessment
 from ..extensions import db
 from ..points import ledger
 from . import transitions, views
@@ -89,13 +89,14 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             provider=app.extensions["layer_provider"],
             cache=app.extensions["layer_cache"],
             progress=progress,
+            cancelled=stop,
         )
         failpoints.hit("before_success")
         if transitions.succeed(job_id, result):
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
-    except transitions.JobCancelled:
+    except (transitions.JobCancelled, Stopped):
         log.info("job %s stopped: its row is no longer running", job_id)
     except ProviderError as exc:
         log.warning("job %s: provider failed: %s", job_id, exc)

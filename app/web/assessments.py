@@ -2,7 +2,16 @@
 
 import functools
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import current_user, login_required
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis, places
@@ -98,6 +107,27 @@ def show(job_id: str):
         report = analysis.translate(report, lang)
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
+
+
+CONFIRM_CANCEL_FROM = 80  # percent: past it, a cancel throws away nearly finished work
+
+
+@bp.post("/<job_id>/cancel")
+@login_required
+def cancel(job_id: str):
+    """Cancel a pending or running job; past 80 % ask first (a page, no script needed)."""
+    job = _own_job(job_id, current_user.id)
+    if job.settled or job.status not in ("pending", "running"):
+        if job.status == "succeeded":
+            flash("It finished before the cancel arrived: here is your report.", "info")
+        return redirect(url_for(".show", job_id=job.id), 303)
+    if job.progress >= CONFIRM_CANCEL_FROM and request.form.get("confirm") != "yes":
+        return render_template("assessments/cancel.html", job=job, balance=job.balance)
+    if not transitions.cancel(job.id, current_user.id):
+        # It ended on its own between the read and the cancel: say which way.
+        if views.view(job.id, current_user.id).status == "succeeded":
+            flash("It finished before the cancel arrived: here is your report.", "info")
+    return redirect(url_for(".show", job_id=job.id), 303)
 
 
 @bp.get("/<job_id>/status")
