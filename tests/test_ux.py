@@ -118,3 +118,43 @@ def test_a_cut_list_says_how_many_matched_and_a_choice_keeps_what_was_typed(clie
     )
     assert not query[1].isdigit() and resolve_place(query[1]).code.startswith("13")
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+
+
+def test_the_headline_never_reads_milder_than_the_worst_layer():
+    from app.assessment import analysis
+
+    for area in gazetteer().areas[::7]:
+        for lang in analysis.LANGS:
+            scored = [
+                {
+                    "key": layer.key,
+                    "index": 0.95 if layer.key == "landslide" else 0.05,
+                    "numbers": {},
+                }
+                for layer in analysis.LAYERS
+            ]
+            report = analysis.describe(area, lang, scored)
+            assert report["score"] < 40  # the weighted mean alone would say "low"
+            assert report["score_label"] == analysis.LABELS[lang][3]  # "High"
+            worst = "landslide" if lang == "en" else "土砂災害"
+            assert worst in report["narrative"].split("。")[0].split(".")[0]
+
+
+def test_the_report_leads_with_the_worst_layer_and_explains_itself(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    job_id = job_id_from(actions.submit("Fuchu, Tokyo"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    report = sql("SELECT result FROM assessment_jobs")[0][0]
+    worst = max(report["layers"], key=lambda row: row["index"])
+    levels = ["Very low", "Low", "Moderate", "High", "Very high"]
+    assert levels.index(report["score_label"]) >= worst["level"] - 2
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "Greatest hazard:" in page and f"<strong>{worst['name']}</strong>" in page
+    assert "How the levels are scored" in page
+    assert "upstream requests" not in page and "joined in-flight" not in page
+    assert "Share of soft ground (%)" in page
+    seismic = next(row for row in report["layers"] if row["key"] == "seismic")
+    chance = round(seismic["numbers"]["shaking_prob_30y"] * 100)
+    assert f'<span class="report-figure-value">{chance}</span>' in page
+    japanese = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert "スコアの決め方" in japanese and "最も注意が必要な項目" in japanese
