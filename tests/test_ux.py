@@ -2,6 +2,7 @@
 
 import html
 import re
+from pathlib import Path
 
 from app.assessment.gazetteer import gazetteer
 from app.assessment.places import query_for, resolve_place
@@ -158,3 +159,25 @@ def test_the_report_leads_with_the_worst_layer_and_explains_itself(make_app, sql
     assert f'<span class="report-figure-value">{chance}</span>' in page
     japanese = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
     assert "スコアの決め方" in japanese and "最も注意が必要な項目" in japanese
+
+
+def test_the_figures_download_as_json_for_the_owner_only(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    job_id = job_id_from(actions.submit("Sapporo"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    response = client.get(f"/assessments/{job_id}/report.json")
+    assert response.status_code == 200 and response.mimetype == "application/json"
+    assert response.headers["Content-Disposition"].startswith("attachment;")
+    stored = sql("SELECT result FROM assessment_jobs")[0][0]
+    assert response.get_json()["layers"] == stored["layers"]
+    assert "cache" not in response.get_json()
+    stranger = app.test_client()
+    Actions(stranger).signup()
+    assert stranger.get(f"/assessments/{job_id}/report.json").status_code == 404
+    sql("UPDATE assessment_jobs SET result = NULL, result_purged_at = now()")
+    assert client.get(f"/assessments/{job_id}/report.json").status_code == 404
+
+
+def test_the_report_has_a_print_stylesheet():
+    css = (Path(__file__).parent.parent / "static/css/report.css").read_text()
+    assert "@media print" in css and "size: A4" in css

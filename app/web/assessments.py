@@ -1,6 +1,7 @@
 """Assessment pages: the form, submit, the job page, its status fragment, the history."""
 
 import functools
+import json
 
 from flask import (
     Blueprint,
@@ -107,6 +108,22 @@ def show(job_id: str):
         report = analysis.translate(report, lang)
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
+
+
+@bp.get("/<job_id>/report.json")
+@login_required
+def report_json(job_id: str):
+    """Download the figures behind a report, as stored, for the owner only."""
+    job = _own_job(job_id, current_user.id)
+    report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
+    if report is None:
+        abort(404)
+    report = {key: value for key, value in report.items() if key != "cache"}  # internals
+    body = json.dumps(report, ensure_ascii=False, indent=2)
+    response = current_app.response_class(body, mimetype="application/json")
+    name = f"hazard-report-{report['area']['code']}-{report['lang']}.json"
+    response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
 
 
 CONFIRM_CANCEL_FROM = 80  # percent: past it, a cancel throws away nearly finished work
