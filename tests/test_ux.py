@@ -181,3 +181,15 @@ def test_the_figures_download_as_json_for_the_owner_only(make_app, sql):
 def test_the_report_has_a_print_stylesheet():
     css = (Path(__file__).parent.parent / "static/css/report.css").read_text()
     assert "@media print" in css and "size: A4" in css
+
+
+def test_ledger_and_history_rows_name_the_place_and_language(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    job_id_from(actions.submit("Fuchu, Tokyo", "ja"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    points = client.get("/points").get_data(as_text=True)
+    assert re.search(r"Used<span class=\"muted\"> · Fuchu-shi, Tokyo .*\(JA\)", points)
+    history = client.get("/assessments").get_data(as_text=True)
+    assert '<th scope="col">Language</th>' in history and "<td>日本語</td>" in history
+    assert '<a id="nav-balance" class="balance" href="/points"' in history
+    assert 'href="/points">Points</a>' in history
