@@ -35,6 +35,7 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
     # How often stale jobs of all users are reaped and refunded; unset: JOB_LEASE_SECONDS.
     "SWEEP_INTERVAL_SECONDS": (float, None),
+    "SUPPORT_CONTACT": (str, "support@example.com"),
     "FAILPOINTS": (str, ""),
 }
 

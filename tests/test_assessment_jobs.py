@@ -71,8 +71,8 @@ def test_ambiguous_place_offers_choices_and_writes_nothing(client, actions, sql)
     response = actions.submit("府中市")
     body = response.get_data(as_text=True)
     assert response.status_code == 400
-    assert "Which one do you mean?" in body
-    assert "query=132063" in body and "query=342084" in body  # Tokyo and Hiroshima
+    assert "2 places match" in body
+    assert "(132063)" in body and "(342084)" in body  # Tokyo and Hiroshima
     assert nothing_written(sql)
     # Choosing fills in the form and charges nothing; starting it is a second step.
     form = client.get("/assessments/new?query=342084&lang=ja").get_data(as_text=True)
@@ -86,7 +86,7 @@ def test_unknown_place_suggests_and_writes_nothing(client, actions, sql):
     response = actions.submit("Sapporro")
     body = response.get_data(as_text=True)
     assert response.status_code == 400
-    assert "Did you mean" in body and "Sapporo" in body
+    assert "Close matches to" in body and "Sapporo" in body
     assert nothing_written(sql)
 
 

@@ -304,3 +304,41 @@ def test_a_database_outage_keeps_the_page_polling_then_tells_the_truth(
     page.wait_for_selector('#job-status[data-billing="refunded"]')
     assert page.locator("#connection-note").is_hidden()
     assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
+
+
+def test_cancel_a_running_job_and_the_zero_point_form(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="20", POLL_INTERVAL_SECONDS="0.5", SIGNUP_POINTS="1")
+    sign_up(page, server, "cancel@example.com")
+    start_job(page, server, "Sapporo")
+    page.wait_for_selector('#job-status[data-billing="charged"]')
+    page.get_by_role("button", name="Cancel this assessment").click()
+    page.wait_for_selector('#job-status[data-billing="refunded"]')
+    text = page.locator("#job-status").inner_text()
+    assert "You cancelled this assessment." in text and "Your point was refunded." in text
+    assert page.get_by_role("button", name="Cancel this assessment").count() == 0
+    shot(page, "job-cancelled")
+
+    # Spend the only point, then the form says so once, with a disabled button.
+    start_job(page, server, "Sendai")
+    page.goto(server.url + "/assessments/new")
+    assert page.locator(".alert").count() == 1
+    assert "support@example.com" in page.locator(".alert").inner_text()
+    assert page.get_by_role("button", name=re.compile("Start assessment")).is_disabled()
+    shot(page, "form-no-points")
+
+
+def test_tables_become_cards_on_a_phone(browser, live):
+    server = live(ASSESSMENT_WORK_SECONDS="0")
+    phone = browser.new_page(viewport=PHONE)
+    sign_up(phone, server, "cards@example.com")
+    start_job(phone, server, "府中市 東京都")
+    phone.wait_for_selector('#job-status[data-status="succeeded"]')
+    for path in ("/assessments", "/points"):
+        phone.goto(server.url + path)
+        assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert phone.locator("thead").first.bounding_box()["height"] <= 1
+        assert (
+            phone.locator("td[data-label]").first.evaluate("el => getComputedStyle(el).display")
+            == "block"
+        )
+    shot(phone, "history-phone")

@@ -338,7 +338,7 @@ def test_a_balance_and_the_ledger_rows_beside_it_are_one_moment(
     # A grant commits after the page has started reading, before its ledger rows.
     _commit_between_reads(monkeypatch, ledger, "history", grant)
     html = client.get(path).get_data(as_text=True)
-    shown = sum(int(n) for n in re.findall(r'<td class="num">([+-]\d+)</td>', html))
+    shown = sum(int(n) for n in re.findall(r'<td class="num"[^>]*>([+-]\d+)</td>', html))
     big = re.search(r'id="balance" data-balance="(\d+)"', html).group(1)
     # Two rows, all shown: the nav, the page's balance and the rows must add up.
     assert int(attr(html, "data-balance")) == int(big) == shown

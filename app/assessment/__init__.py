@@ -14,8 +14,8 @@ __all__ = [
     "PlaceAmbiguous",
     "PlaceNotFound",
     "ProviderError",
-    "make_provider",
     "Stopped",
+    "make_provider",
     "resolve_place",
     "run_assessment",
 ]

@@ -49,7 +49,7 @@ from .gazetteer import (
     romaji_key,
 )
 
-__all__ = ["Area", "PlaceAmbiguous", "PlaceNotFound", "resolve_place"]
+__all__ = ["Area", "PlaceAmbiguous", "PlaceNotFound", "query_for", "resolve_place"]
 
 MAX_SUGGESTIONS = 5
 
@@ -68,7 +68,9 @@ class PlaceNotFound(ValueError):
 
     def __init__(self, message: str, suggestions: Iterable[Area] = ()) -> None:
         super().__init__(message)
-        self.suggestions: list[Area] = list(suggestions)[:MAX_SUGGESTIONS]
+        every = list(suggestions)
+        self.suggestions: list[Area] = every[:MAX_SUGGESTIONS]
+        self.total = len(every)  # how many matched, so the page can say it shows only some
 
 
 class PlaceAmbiguous(ValueError):
@@ -82,6 +84,12 @@ class PlaceAmbiguous(ValueError):
             f'"{query}" matches {len(self.choices)} places, in {where}. '
             "Add the prefecture, or choose one by its local-government code."
         )
+
+
+def query_for(area: Area) -> str:
+    """Return words that name exactly this area (its prefecture and name in kanji)."""
+    # Every area of the gazetteer resolves back to itself this way (tests/test_ux.py).
+    return f"{area.prefecture_ja}{area.name_ja}"
 
 
 def resolve_place(query: str) -> Area:

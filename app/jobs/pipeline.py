@@ -16,13 +16,27 @@ from .runner import Runner, RunnerBusy
 log = logging.getLogger(__name__)
 
 
-def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
+class AlreadyReported(Exception):
+    """The user has a kept report of this area; starting again needs their confirmation."""
+
+    def __init__(self, job_id: uuid.UUID, lang: str):
+        super().__init__("a report of this area is already yours")
+        self.job_id = job_id
+        self.lang = lang  # the report's language: the other one is free to read
+
+
+def submit(user_id: int, query: str, lang: str, confirmed: bool = False) -> uuid.UUID:
     """Start an assessment and return its job id; the work runs after this returns.
 
     Resolving the place and checking the balance charge nothing: the point is consumed
-    by the job itself, before any expensive work.
+    by the job itself, before any expensive work. Unless confirmed, a place the user
+    already has a kept report of raises AlreadyReported (in this language if there is
+    one), so nobody pays twice for the same thing without knowing it.
     """
     area = resolve_place(query)
+    if not confirmed and (reports := views.finished_reports(user_id, area.code)):
+        same = next((r for r in reports if r.lang == lang), reports[0])
+        raise AlreadyReported(same.id, same.lang)
     # The row goes in before the slot is taken, so the one-in-flight index answers
     # first: a double click is always a 409, never a 503 that depends on timing.
     try:

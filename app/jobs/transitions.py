@@ -213,6 +213,32 @@ def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
     return done
 
 
+CANCELLED = "CANCELLED"
+
+
+def cancel(job_id: uuid.UUID, user_id: int) -> bool:
+    """Cancel the user's pending or running job and settle its point; False if it had ended.
+
+    The same conditional UPDATE as every transition: against the job's own success
+    exactly one wins. A running job's thread sees its row leave running at its next
+    progress report or heartbeat and stops; its point is refunded by the finalizer.
+    """
+    done = db.session.execute(
+        text(
+            "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            " error_code = :c, message = 'You cancelled this assessment.'"
+            " WHERE id = :id AND user_id = :u AND status IN ('pending', 'running')"
+            " RETURNING id"
+        ),
+        {"id": job_id, "u": user_id, "c": CANCELLED},
+    ).first()
+    db.session.commit()
+    if done is None:
+        return False
+    billing.finalize(job_id, user_id)
+    return True
+
+
 def fail_and_settle(job_id: uuid.UUID, error_code: str, message: str) -> bool:
     """Fail a pending or running job and settle its point; False if it had ended already."""
     user_id = fail(job_id, error_code, message)

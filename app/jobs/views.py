@@ -164,6 +164,18 @@ def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
     ).scalar_one_or_none()
 
 
+def finished_reports(user_id: int, area_code: str) -> list[Any]:
+    """Return the user's kept reports of an area (id, lang), newest first."""
+    return db.session.execute(
+        text(
+            "SELECT id, lang FROM assessment_jobs"
+            " WHERE user_id = :u AND status = 'succeeded' AND result IS NOT NULL"
+            " AND area->>'code' = :code ORDER BY finished_at DESC"
+        ),
+        {"u": user_id, "code": area_code},
+    ).all()
+
+
 def history(user_id: int, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
     """Return the user's jobs, newest first, with what each cost."""
     rows = db.session.execute(

@@ -128,11 +128,13 @@ def balance_snapshot(user_id: int) -> int:
 
 
 def history(user_id: int, limit: int = 50, offset: int = 0) -> list[Row]:
-    """Return a user's ledger rows, newest first."""
+    """Return a user's ledger rows, newest first, with the place and language of their job."""
     return db.session.execute(
         text(
-            "SELECT id, kind, amount, job_id, reason, created_at FROM point_ledger"
-            " WHERE user_id = :u ORDER BY id DESC LIMIT :n OFFSET :o"
+            "SELECT l.id, l.kind, l.amount, l.job_id, l.reason, l.created_at, j.area,"
+            " j.query_text, j.lang FROM point_ledger l"
+            " LEFT JOIN assessment_jobs j ON j.id = l.job_id"
+            " WHERE l.user_id = :u ORDER BY l.id DESC LIMIT :n OFFSET :o"
         ),
         {"u": user_id, "n": limit, "o": offset},
     ).all()

@@ -1,11 +1,21 @@
 """Assessment pages: the form, submit, the job page, its status fragment, the history."""
 
 import functools
+import json
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import current_user, login_required
 
-from ..assessment import PlaceAmbiguous, PlaceNotFound
+from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis, places
 from ..extensions import login_manager
 from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
@@ -17,7 +27,6 @@ from .forms import AssessmentForm
 bp = Blueprint("assessments", __name__, url_prefix="/assessments")
 
 RETRY_AFTER_SECONDS = 10
-NO_POINTS = "Nothing was charged. Ask our support team to add points to your account."
 
 
 @bp.get("")
@@ -40,7 +49,16 @@ def new():
     form = AssessmentForm(
         query=request.args.get("query", "")[:200], lang=lang if lang in ("en", "ja") else "en"
     )
-    return render_template("assessments/new.html", form=form)
+    # After a choice: what the user typed, shown beside the place it became.
+    return render_template(
+        "assessments/new.html", form=form, typed=request.args.get("typed", "")[:200]
+    )
+
+
+@bp.app_template_filter("place_query")
+def place_query(area) -> str:
+    """Return the words a choice fills the form with: readable, and naming only that area."""
+    return places.query_for(area)
 
 
 @bp.post("")
@@ -55,15 +73,17 @@ def create():
     if not form.validate_on_submit():
         return _form_error(form, 400)
     try:
-        job_id = pipeline.submit(user_id, form.query.data, form.lang.data)
+        job_id = pipeline.submit(
+            user_id, form.query.data, form.lang.data, confirmed=form.confirm.data == "yes"
+        )
+    except pipeline.AlreadyReported as exc:
+        return _form_error(form, 409, None, existing=exc.job_id, existing_lang=exc.lang)
     except PlaceAmbiguous as exc:
         return _form_error(form, 400, str(exc), choices=exc.choices)
     except PlaceNotFound as exc:
-        return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
+        return _form_error(form, 400, str(exc), suggestions=exc.suggestions, matched=exc.total)
     except transitions.NotEnoughPoints:
-        return _form_error(
-            form, 402, "You have no points left, so this assessment cannot start. " + NO_POINTS
-        )
+        return _form_error(form, 402, no_points=True)  # the form says it, once
     except transitions.AssessmentInFlight as exc:
         return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
     except RunnerBusy:
@@ -81,8 +101,49 @@ def show(job_id: str):
     """Show a job: its live status and, once it succeeded, its report."""
     job = _own_job(job_id, current_user.id)
     report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
+    # The other language is the same figures in other words: re-written, never charged.
+    lang = request.args.get("lang")
+    if report and lang in analysis.LANGS and lang != report["lang"]:
+        report = analysis.translate(report, lang)
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
+
+
+@bp.get("/<job_id>/report.json")
+@login_required
+def report_json(job_id: str):
+    """Download the figures behind a report, as stored, for the owner only."""
+    job = _own_job(job_id, current_user.id)
+    report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
+    if report is None:
+        abort(404)
+    report = {key: value for key, value in report.items() if key != "cache"}  # internals
+    body = json.dumps(report, ensure_ascii=False, indent=2)
+    response = current_app.response_class(body, mimetype="application/json")
+    name = f"hazard-report-{report['area']['code']}-{report['lang']}.json"
+    response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+CONFIRM_CANCEL_FROM = 80  # percent: past it, a cancel throws away nearly finished work
+
+
+@bp.post("/<job_id>/cancel")
+@login_required
+def cancel(job_id: str):
+    """Cancel a pending or running job; past 80 % ask first (a page, no script needed)."""
+    job = _own_job(job_id, current_user.id)
+    if job.settled or job.status not in ("pending", "running"):
+        if job.status == "succeeded":
+            flash("It finished before the cancel arrived: here is your report.", "info")
+        return redirect(url_for(".show", job_id=job.id), 303)
+    if job.progress >= CONFIRM_CANCEL_FROM and request.form.get("confirm") != "yes":
+        return render_template("assessments/cancel.html", job=job, balance=job.balance)
+    if not transitions.cancel(job.id, current_user.id):
+        # It ended on its own between the read and the cancel: say which way.
+        if views.view(job.id, current_user.id).status == "succeeded":
+            flash("It finished before the cancel arrived: here is your report.", "info")
+    return redirect(url_for(".show", job_id=job.id), 303)
 
 
 @bp.get("/<job_id>/status")

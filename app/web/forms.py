@@ -4,6 +4,7 @@ from flask import request
 from flask_wtf import FlaskForm
 from wtforms import (
     EmailField,
+    HiddenField,
     PasswordField,
     SelectChoice,
     SelectField,
@@ -83,6 +84,8 @@ class AssessmentForm(Form):
         default="en",
         validate_choice=True,
     )
+    # Set by the "start a new one anyway" button, after the form said a report exists.
+    confirm = HiddenField()
 
 
 class ReasonForm(Form):
