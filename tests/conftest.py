@@ -171,10 +171,10 @@ class Actions:
             data={"email": email, "password": password, "csrf_token": self.token("/login")},
         )
 
-    def submit(self, query: str = "札幌市", lang: str = "en", token: str | None = None):
+    def submit(self, query: str = "札幌市", lang: str = "en", token: str | None = None, **fields):
         token = token or self.token("/assessments/new")
         return self.client.post(
-            "/assessments", data={"query": query, "lang": lang, "csrf_token": token}
+            "/assessments", data={"query": query, "lang": lang, "csrf_token": token, **fields}
         )
 
 

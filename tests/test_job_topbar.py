@@ -13,7 +13,7 @@ def poll(client, job_id):
     html = client.get(f"/assessments/{job_id}/status", headers={"HX-Request": "true"}).get_data(
         as_text=True
     )
-    oob = re.findall(r'<span id="nav-balance"[^>]*hx-swap-oob="true"', html)
+    oob = re.findall(r'<(?:span|a) id="nav-balance"[^>]*hx-swap-oob="true"', html)
     return attr(html, "data-billing"), int(attr(html, "data-balance")), len(oob)
 
 

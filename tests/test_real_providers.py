@@ -296,7 +296,7 @@ def test_a_job_with_real_providers_names_each_source(make_app, service: Service)
     assert "Some layers are built from demonstration data" in page
     # A second job for the same place asks nothing again: the cache answers.
     before = len(service.hits)
-    job_id = job_id_from(actions.submit("Sapporo"))
+    job_id = job_id_from(actions.submit("Sapporo", confirm="yes"))  # paying again, knowingly
     assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
     assert len(service.hits) == before
 

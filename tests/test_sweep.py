@@ -38,7 +38,6 @@ def dead_job(sql, user_id, status="running"):
         u=user_id,
         j=job_id,
     )
-    sql("UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s", u=user_id)
     return job_id
 
 

@@ -81,10 +81,10 @@ def test_the_other_language_is_free_and_the_same_figures(make_app, sql):
 
 
 def test_zero_points_is_one_message_with_the_way_to_points_and_a_disabled_button(make_app, sql):
-    app, client, actions = signed_in(make_app, SUPPORT_CONTACT="points@hazard.example")
+    app, client, actions = signed_in(
+        make_app, SIGNUP_POINTS=0, SUPPORT_CONTACT="points@hazard.example"
+    )
     token = actions.token("/assessments/new")
-    sql("UPDATE users SET point_balance = 0")  # tampered only to reach the state
-    sql("DELETE FROM point_ledger")
     form = client.get("/assessments/new").get_data(as_text=True)
     refused = actions.submit("Sapporo", token=token)
     assert refused.status_code == 402
@@ -190,6 +190,7 @@ def test_ledger_and_history_rows_name_the_place_and_language(make_app, sql):
     points = client.get("/points").get_data(as_text=True)
     assert re.search(r"Used<span class=\"muted\"> · Fuchu-shi, Tokyo .*\(JA\)", points)
     history = client.get("/assessments").get_data(as_text=True)
-    assert '<th scope="col">Language</th>' in history and "<td>日本語</td>" in history
+    assert '<th scope="col">Language</th>' in history
+    assert '<td data-label="Language">日本語</td>' in history
     assert '<a id="nav-balance" class="balance" href="/points"' in history
     assert 'href="/points">Points</a>' in history
