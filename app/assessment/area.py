@@ -23,6 +23,11 @@ class Area:
     lat: float
     lon: float
     tiles: tuple[Tile, ...]
+    # A unit newer than japancode's data has no coordinates of its own there: they are
+    # borrowed (location_basis names from where) and the report says so.
+    approximate_location: bool = False
+    location_basis: str = ""
+    places_as_of: str = ""  # the month of the postal data the index was built from
 
     def to_dict(self) -> dict[str, Any]:
         """Return the area as JSON-safe values."""

