@@ -65,7 +65,7 @@ def test_a_disagreement_names_the_code_and_what_to_do() -> None:
 
 
 def test_the_changes_file_has_valid_codes_and_its_source() -> None:
-    for code5, change in changes.load().items():
+    for change in changes.load().values():
         for code in (change.old_code, *change.new_codes):
             assert len(code) == 6 and code[5] == check_digit(code[:5]), code
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", change.date)
