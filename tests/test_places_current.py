@@ -1,5 +1,6 @@
 """Places as they are today: units newer than japancode, abolished ones, postal codes."""
 
+import json
 import re
 from importlib import metadata
 
@@ -7,6 +8,7 @@ import pytest
 
 from app.assessment import changes, postal
 from app.assessment import gazetteer as gazetteer_module
+from app.assessment.area import Area
 from app.assessment.gazetteer import check_digit, gazetteer
 from app.assessment.places import (
     PlaceAmbiguous,
@@ -23,6 +25,9 @@ HAMAMATSU = [
     ("221392", "浜松市浜名区", "はままつしはまなく", "Hamamatsu-shi Hamana-ku"),
     ("221406", "浜松市天竜区", "はままつしてんりゅうく", "Hamamatsu-shi Tenryu-ku"),
 ]
+
+
+OLD_AREA_LACKS = {"approximate_location", "location_basis", "places_as_of"}
 
 
 def japancode_names() -> dict[str, str]:
@@ -102,6 +107,15 @@ def test_every_unit_newer_than_japancode_says_its_location_is_borrowed() -> None
     assert resolve_place("浜松市天竜区").location_basis == "浜松市天竜区"  # the same territory
 
 
+def test_a_borrowed_location_survives_the_json_round_trip() -> None:
+    area = resolve_place("浜松市中央区")
+    again = Area.from_dict(json.loads(json.dumps(area.to_dict())))
+    assert again.to_dict() == area.to_dict() and again.approximate_location
+    # A job queued before these fields existed still starts.
+    old = {k: v for k, v in area.to_dict().items() if k not in OLD_AREA_LACKS}
+    assert Area.from_dict(old).approximate_location is False
+
+
 @pytest.mark.parametrize(
     "query",
     [
@@ -166,6 +180,19 @@ def test_a_postal_code_names_its_municipality(query: str) -> None:
 )
 def test_a_postal_code_before_an_address(query: str, code: str) -> None:
     assert resolve_place(query).code == code
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "比企郡川島町",
+        "埼玉県比企郡川島町平沼1-2",
+        "ひきぐんかわじままち",
+        "〒350-0100 比企郡川島町",
+    ],
+)
+def test_an_address_may_name_the_district_as_japan_post_does(query: str) -> None:
+    assert resolve_place(query).code == "113468"  # 川島町 of 比企郡, Saitama
 
 
 def test_a_postal_code_of_several_municipalities_offers_them() -> None:

@@ -103,6 +103,9 @@ class Gazetteer:
     # key -> areas; "full" keys carry the suffix (市/shi/city), "base" keys do not.
     ja_full: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     ja_base: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
+    # Japan Post's names with the district (比企郡川島町): read at an address's start only,
+    # and kept out of suggestions, whose fuzzy search grows with every key.
+    ja_district: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     romaji_full: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     romaji_base: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     # Prefecture keys -> code2. The "full" Japanese names (東京都) may start an address.
@@ -283,10 +286,10 @@ def _index_district(
     if not district.endswith("郡"):
         return
     kana = _hiragana(known.kana)
-    gaz.add(gaz.ja_full, ja_key(known.name), area)
+    gaz.add(gaz.ja_district, ja_key(known.name), area)
     if kana.endswith(area.name_kana):
         districts[area.code[:2], district] = kana.removesuffix(area.name_kana)
-        gaz.add(gaz.ja_full, ja_key(kana), area)
+        gaz.add(gaz.ja_district, ja_key(kana), area)
 
 
 def _add_new_unit(

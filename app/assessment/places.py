@@ -42,7 +42,7 @@ error suggests Sapporo), because reading through punctuation would accept anythi
 import difflib
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from . import postal
 from .area import Area
@@ -76,7 +76,14 @@ class PlaceNotFound(ValueError):
 
     def __init__(self, message: str, suggestions: Iterable[Area] = ()) -> None:
         super().__init__(message)
-        self.suggestions: list[Area] = list(suggestions)[:MAX_SUGGESTIONS]
+        self._suggestions = suggestions
+
+    @property
+    def suggestions(self) -> list[Area]:
+        """Return the close matches, found on first use: a fuzzy search costs milliseconds."""
+        if not isinstance(self._suggestions, list):
+            self._suggestions = list(self._suggestions)[:MAX_SUGGESTIONS]
+        return self._suggestions
 
 
 class PlaceAmbiguous(ValueError):
@@ -230,7 +237,7 @@ def _by_japanese(text: str) -> Area:
         raise PlaceNotFound(f'"{text}" names two different prefectures.')
     code2 = code2 or lead2
     areas = _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2) or _longest_prefix(
-        gaz.ja_full, rest, code2
+        (gaz.ja_full, gaz.ja_district), rest, code2
     )
     if areas:
         return _one(text, areas)
@@ -309,10 +316,11 @@ def _exact(
     return cities if len(cities) == 1 else areas
 
 
-def _longest_prefix(full: Index, text: str, code2: str | None) -> list[Area]:
+def _longest_prefix(indexes: Sequence[Index], text: str, code2: str | None) -> list[Area]:
     for end in range(len(text), 0, -1):
-        if areas := _in_pref(full.get(text[:end], ()), code2):
-            return areas
+        for index in indexes:
+            if areas := _in_pref(index.get(text[:end], ()), code2):
+                return areas
     return []
 
 
@@ -338,7 +346,13 @@ def _one(query: str, areas: Iterable[Area]) -> Area:
     raise PlaceAmbiguous(query, choices)
 
 
-def _suggest(key: str, indexes: Sequence[Index], code2: str | None = None) -> list[Area]:
+def _suggest(key: str, indexes: Sequence[Index], code2: str | None = None) -> Iterator[Area]:
+    # A generator: a postal code followed by a street reads the street as a name first,
+    # and only a PlaceNotFound that reaches the user needs its suggestions.
+    yield from _close_matches(key, indexes, code2)
+
+
+def _close_matches(key: str, indexes: Sequence[Index], code2: str | None) -> list[Area]:
     merged: Index = {}
     for index in indexes:
         for name, areas in index.items():
