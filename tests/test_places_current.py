@@ -202,6 +202,12 @@ def test_a_postal_code_of_several_municipalities_offers_them() -> None:
     assert str(info.value).startswith("The postal code 004-0000 covers 2 municipalities")
 
 
+def test_a_shared_postal_code_after_its_city_offers_its_wards() -> None:
+    with pytest.raises(PlaceAmbiguous, match="004-0000 covers 2 municipalities") as info:
+        resolve_place("〒004-0000 札幌市")
+    assert [area.name_ja for area in info.value.choices] == ["札幌市厚別区", "札幌市清田区"]
+
+
 def test_a_postal_code_and_a_name_that_disagree_offer_both() -> None:
     with pytest.raises(PlaceAmbiguous, match="is in 新宿区, but the address names 札幌市") as info:
         resolve_place("〒160-0023 札幌市")
@@ -242,6 +248,10 @@ def test_the_report_says_the_location_is_borrowed_and_names_the_data(client, act
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
     assert "浜松市中央区" in page and "data-approximate-location" in page
     assert "places as of 2026-10" in page and "japancode" in page
+    job_id = job_id_from(actions.submit("〒430-0946", "ja"))
+    assert app.extensions["runner"].wait(10)
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "概算" in page and "浜松市中区、浜松市東区" in page and "2026-10時点" in page
     job_id = job_id_from(actions.submit("Sapporo"))
     assert app.extensions["runner"].wait(10)
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)

@@ -176,8 +176,8 @@ def _by_postal_code(text: str, match: re.Match[str]) -> Area:
         return area
     # A city and a code in one of its wards: the ward is the finer place.
     wards = [ward for ward in covered if ward.name_ja.startswith(area.name_ja)]
-    if len(wards) == 1:
-        return wards[0]
+    if wards:
+        return _by_covered(number, wards)
     conflict = PlaceAmbiguous(text, [area, *covered])
     conflict.args = (
         f"The postal code {postal.formatted(number)} is in "
