@@ -116,6 +116,24 @@ def test_a_borrowed_location_survives_the_json_round_trip() -> None:
     assert Area.from_dict(old).approximate_location is False
 
 
+def test_a_future_unit_is_indexed_from_japan_posts_name_alone() -> None:
+    gaz = gazetteer_module.build()  # a fresh index: the shared one stays as shipped
+    towns = [
+        postal.Municipality("11999", "埼玉県", "比企郡架空町", "ヒキグンカクウマチ"),
+        postal.Municipality("13998", "東京都", "架空島", "カクウトウ"),  # no usual suffix
+    ]
+    for town in towns:
+        gazetteer_module._add_new_unit(gaz, town, {}, {("11", "比企郡"): "ひきぐん"})
+    town, island = gaz.by_code5["11999"], gaz.by_code5["13998"]
+    assert (town.name_ja, town.name_kana, town.name_romaji) == (
+        "架空町",
+        "かくうまち",
+        "Kaku-machi",  # long vowels written once
+    )
+    assert town.approximate_location and town.location_basis == "さいたま市"  # the capital's
+    assert gaz.ja_full["架空町"] == [town] and gaz.ja_full["かくうとう"] == [island]
+
+
 @pytest.mark.parametrize(
     "query",
     [

@@ -177,6 +177,16 @@ def _part(name: str, kana: str) -> _Part:
     )
 
 
+def _new_part(name: str, kana: str) -> _Part:
+    """Return _part(), or a plain part when Japan Post's reading has no usual suffix."""
+    # A new unit must never stop the index from building (and the server from starting).
+    suffixes = SUFFIX_KANA.get(name[-1:], ())
+    if any(kana.endswith(suffix) and len(kana) > len(suffix) for suffix in suffixes):
+        return _part(name, kana)
+    romaji = romanise(kana)
+    return _Part(name, kana, name, kana, romaji.capitalize(), romaji, "")
+
+
 def _index_area(gaz: Gazetteer, area: Area, parts: list[_Part]) -> None:
     *city, own = parts  # own is the municipality itself, or the ward of a designated city
     for key in (own.name, own.kana):
@@ -300,13 +310,13 @@ def _add_new_unit(
     parts: list[_Part] = []
     for (pref2, city_name), city in cities.items():
         if pref2 == code2 and name.startswith(city_name) and kana.startswith(city.kana):
-            parts = [city, _part(name[len(city_name) :], kana[len(city.kana) :])]
+            parts = [city, _new_part(name[len(city_name) :], kana[len(city.kana) :])]
             break
     if not parts:
         district = name[: name.find("郡") + 1]
         if district and (reading := districts.get((code2, district))):
             name, kana = name[len(district) :], kana.removeprefix(reading)
-        parts = [_part(name, kana)]
+        parts = [_new_part(name, kana)]
     # Best honest coordinates: the units it replaced whole, else its city, else the
     # prefecture's first municipality (its capital). The report says they are borrowed.
     whole = [
