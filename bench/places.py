@@ -12,8 +12,10 @@ gunicorn builds it once in the master).
     python -m bench.places
 """
 
+import cProfile
 import importlib
 import json
+import pstats
 import statistics
 import subprocess
 import sys
@@ -84,6 +86,13 @@ def _repeat_for(resolve, queries: list[str], seconds: float) -> int:
     return max(1, round(seconds / max(time.perf_counter() - start, 1e-6)))
 
 
+def _calls_per_query(resolve, queries: list[str]) -> float:
+    """Count Python and C function calls per query: the same on a busy machine as on an idle one."""
+    profile = cProfile.Profile()
+    profile.runcall(_resolve_all, resolve, queries)
+    return pstats.Stats(profile).total_calls / len(queries)
+
+
 def _per_query_us(resolve, queries: list[str], repeat: int) -> float:
     start = time.perf_counter_ns()
     for _ in range(repeat):
@@ -118,6 +127,10 @@ def timings(rounds: int = 11, seconds: float = 0.05) -> dict:
                     "product_median_us": statistics.median(ours),
                     "baseline_median_us": statistics.median(theirs) if theirs else None,
                     "queries": len(queries),
+                    "product_calls": _calls_per_query(product.resolve_place, queries),
+                    "baseline_calls": (
+                        _calls_per_query(baseline.resolve_place, queries) if theirs else None
+                    ),
                 }
             everything = [q for queries in QUERIES.values() for q in queries]
             ours, theirs = [], []

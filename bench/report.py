@@ -666,8 +666,8 @@ def _details(r: dict) -> list[str]:
             f" Index build: {_n(build.get('product'), 2, ' s')} (baseline"
             f" {_n(build.get('baseline'), 2, ' s')}), once, in gunicorn's master.",
             "",
-            "| queries | n | product | baseline | ratio |",
-            "|---|---|---|---|---|",
+            "| queries | n | product | baseline | ratio | calls per query, product / baseline |",
+            "|---|---|---|---|---|---|",
         ]
         for kind, k in pl.get("kinds", {}).items():
             out.append(
@@ -675,6 +675,7 @@ def _details(r: dict) -> list[str]:
                 f" ({_n(k.get('product_median_us'), 1, ' µs')}) |"
                 f" {_n(k['baseline_us'], 1, ' µs')} ({_n(k.get('baseline_median_us'), 1, ' µs')}) |"
                 f" {_n(_safe_div(k['product_us'], k['baseline_us']), 2, 'x')} |"
+                f" {_n(k.get('product_calls'), 0)} / {_n(k.get('baseline_calls'), 0)} |"
             )
         out.append("")
     errors = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}
