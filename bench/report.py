@@ -349,6 +349,31 @@ def render(r: dict) -> str:
             "<= 100 MiB",
             _ok(_mib(rss), lambda v: v <= 100),
         )
+    pl = r.get("places", {})
+    if "error" in pl:
+        row("7", "place lookup", pl["error"], "", "", "", None)
+    elif pl:
+        worst = pl.get("worst", {})
+        row(
+            "7a",
+            f"place lookup per query, slowest kind vs before ({worst.get('kind')})",
+            _n(worst.get("product_us"), 1, " µs"),
+            f"the resolver at {pl.get('baseline_rev')} {_n(worst.get('baseline_us'), 1, ' µs')}",
+            _n(worst.get("ratio"), 2, "x"),
+            "<= 1.5x",
+            _ok(worst.get("ratio"), lambda v: v <= 1.5),
+        )
+        rss = _get(pl, "memory_kib", "product", "with_index", "VmRSS")
+        base = _get(pl, "memory_kib", "baseline", "with_index", "VmRSS")
+        row(
+            "7b",
+            "app + place index, VmRSS of a fresh interpreter",
+            _n(_mib(rss), 1, " MiB"),
+            f"the index at {pl.get('baseline_rev')} {_n(_mib(base), 1, ' MiB')}",
+            _n(_safe_div(rss, base), 2, "x"),
+            "<= 100 MiB",
+            _ok(_mib(rss), lambda v: v <= 100),
+        )
     out += rows
     out += ["", *_details(r), ""]
     return "\n".join(out)
@@ -626,6 +651,31 @@ def _details(r: dict) -> list[str]:
                 f"| {label} | {_n(_mib(s.get('VmRSS')), 1, ' MiB')} |"
                 f" {_n(_mib(s.get('VmHWM')), 1, ' MiB')} | {_n(_mib(s.get('Pss')), 1, ' MiB')} |"
                 f" {s.get('Threads')} |"
+            )
+        out.append("")
+    pl = r.get("places", {})
+    if pl and "error" not in pl:
+        build = pl.get("build_s", {})
+        out += [
+            "## 7. Place lookup",
+            "",
+            "In-process, `bench/places.py`: each resolver answers the same queries in alternating"
+            " rounds; the fastest round's mean time per query (medians over rounds in"
+            " brackets). The baseline is the"
+            f" resolver at {pl.get('baseline_rev')} (japancode only), loaded from git."
+            f" Index build: {_n(build.get('product'), 2, ' s')} (baseline"
+            f" {_n(build.get('baseline'), 2, ' s')}), once, in gunicorn's master.",
+            "",
+            "| queries | n | product | baseline | ratio | calls per query, product / baseline |",
+            "|---|---|---|---|---|---|",
+        ]
+        for kind, k in pl.get("kinds", {}).items():
+            out.append(
+                f"| {kind} | {k['queries']} | {_n(k['product_us'], 1, ' µs')}"
+                f" ({_n(k.get('product_median_us'), 1, ' µs')}) |"
+                f" {_n(k['baseline_us'], 1, ' µs')} ({_n(k.get('baseline_median_us'), 1, ' µs')}) |"
+                f" {_n(_safe_div(k['product_us'], k['baseline_us']), 2, 'x')} |"
+                f" {_n(k.get('product_calls'), 0)} / {_n(k.get('baseline_calls'), 0)} |"
             )
         out.append("")
     errors = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}

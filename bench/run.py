@@ -3,7 +3,7 @@
     python -m bench.run [--only poll_closed,poll_open,...] [--quick] [--no-profile]
 
 Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, outage, submit,
-memory.
+memory, places.
 Every figure is reported beside a baseline measured in the same run, as a ratio. The raw
 numbers go to bench/logs/results.json, server logs to bench/logs/*.log.
 """
@@ -33,6 +33,7 @@ ALL = (
     "outage",
     "submit",
     "memory",
+    "places",
 )
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
@@ -178,6 +179,10 @@ def _run_one(name: str, db: Database, quick: bool) -> dict:
         from . import memory
 
         return memory.run(db)
+    if name == "places":
+        from . import places
+
+        return places.run(quick)
     raise ValueError(name)
 
 

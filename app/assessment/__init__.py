@@ -4,7 +4,7 @@ May import only the root modules (singleflight, config); never app.points, app.j
 """
 
 from .area import Area
-from .places import PlaceAmbiguous, PlaceNotFound, resolve_place
+from .places import PlaceAmbiguous, PlaceNotFound, PlaceSuperseded, resolve_place
 from .providers import LayerProvider, ProviderError, Stopped, make_provider
 from .work import run_assessment
 
@@ -13,6 +13,7 @@ __all__ = [
     "LayerProvider",
     "PlaceAmbiguous",
     "PlaceNotFound",
+    "PlaceSuperseded",
     "ProviderError",
     "Stopped",
     "make_provider",
