@@ -28,19 +28,45 @@ bp = Blueprint("auth", __name__)
 
 
 def session_user_id() -> int | None:
-    """Return the signed-in user's id from the signed session, without loading the user.
+    """Return the signed-in user's id from the signed session, without loading the user."""
+    identity = session_identity()
+    return identity[0] if identity else None
+
+
+def session_identity() -> tuple[int, int] | None:
+    """Return the signed-in (user id, session generation), without loading the user.
 
     For the status fragment, which every open job page polls every couple of seconds
     (loading the user row there cost as much as the whole poll, bench/RESULTS.md), and
-    for submit. Their queries are scoped to this id, so ownership is still checked in SQL.
+    for submit. Their queries are scoped to this id and check the generation themselves,
+    so ownership and logout are still checked in SQL.
     """
-    return user_id_of(session)
+    return identity_of(session)
 
 
-def user_id_of(session_data) -> int | None:
-    """Return the user id that Flask-Login's login_user() keeps in a session, if any."""
-    raw = session_data.get("_user_id")
-    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+def identity_of(session_data) -> tuple[int, int] | None:
+    """Return the (user id, session generation) that login_user() keeps in a session."""
+    return parse_identity(session_data.get("_user_id"))
+
+
+def parse_identity(raw) -> tuple[int, int] | None:
+    """Parse User.get_id()'s "id:generation".
+
+    Logout bumps the user's generation, so every copy of every cookie issued before it
+    is dead. One generation per user, not a row per session: the poll checks it in the
+    join it already makes on the users row, where a session table would cost a lookup on
+    every poll. So logging out signs the user out on all devices (the account page says
+    so). A bare id, from a session signed before generations existed, is generation 0:
+    valid until the user's first logout, so a deploy signs nobody out.
+    """
+    if not isinstance(raw, str):
+        return None
+    user_id, _, generation = raw.partition(":")
+    if not (user_id.isascii() and user_id.isdigit()):
+        return None
+    if generation and not (generation.isascii() and generation.isdigit()):
+        return None
+    return int(user_id), int(generation or 0)
 
 
 @login_manager.unauthorized_handler
@@ -62,8 +88,12 @@ def unauthorized():
 
 @login_manager.user_loader
 def load_user(user_id: str) -> User | None:
-    """Load the signed-in user for Flask-Login."""
-    return db.session.get(User, int(user_id))
+    """Load the signed-in user for Flask-Login, if their session was not revoked."""
+    identity = parse_identity(user_id)
+    user = db.session.get(User, identity[0]) if identity else None
+    if user is None or user.session_generation != identity[1]:
+        return None  # a user deleted, or logged out since this session began
+    return user
 
 
 @bp.route("/signup", methods=["GET", "POST"])
@@ -124,7 +154,8 @@ def _too_many_failures(failures, account: str):
 @bp.post("/logout")
 @login_required
 def logout():
-    """Sign out (CSRFProtect has checked the form's token)."""
+    """Sign out on every device (CSRFProtect has checked the form's token)."""
+    accounts.end_sessions(current_user.id)
     logout_user()
     flash("You are signed out.", "info")
     return redirect(url_for("auth.login"), 303)
@@ -141,3 +172,20 @@ def _safe_next() -> str | None:
     if target.startswith("/") and not target.startswith("//"):
         return target
     return None
+
+
+@bp.get("/account")
+@login_required
+def account():
+    """Show the account and the way to sign out everywhere."""
+    return render_template("auth/account.html")
+
+
+@bp.post("/account/logout-everywhere")
+@login_required
+def logout_everywhere():
+    """Revoke every session of the user, this one included."""
+    accounts.end_sessions(current_user.id)
+    logout_user()
+    flash("You are signed out on every device.", "info")
+    return redirect(url_for("auth.login"), 303)
