@@ -30,6 +30,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     if "SECRET_KEY" not in app.config or not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = config.secret_key()
+    if fallbacks := app.config["SECRET_KEY_FALLBACKS"]:
+        # Flask checks sessions (and so the fast poll) against the fallbacks itself;
+        # Flask-WTF signs with one key, and itsdangerous takes a list, newest last.
+        app.config.setdefault("WTF_CSRF_SECRET_KEY", [*fallbacks, app.config["SECRET_KEY"]])
     if "SQLALCHEMY_DATABASE_URI" not in app.config:
         app.config["SQLALCHEMY_DATABASE_URI"] = config.sqlalchemy_url(embedded.database_url())
     logging.basicConfig(

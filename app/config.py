@@ -2,12 +2,19 @@
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def keys(raw: str) -> list[str]:
+    """Split a comma-separated list of keys."""
+    return [key.strip() for key in raw.split(",") if key.strip()]
+
+
 # name -> (type, default); every one can be set in the environment.
-SETTINGS: dict[str, tuple[type, object]] = {
+SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "JOB_LEASE_SECONDS": (float, 30),
     "JOB_HEARTBEAT_SECONDS": (float, 10),
     "JOB_MAX_RUNTIME_SECONDS": (float, 900),
@@ -23,6 +30,8 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
     "FAILPOINTS": (str, ""),
+    # Old keys still accepted while SECRET_KEY rotates, so a new key signs nobody out.
+    "SECRET_KEY_FALLBACKS": (keys, []),
 }
 
 

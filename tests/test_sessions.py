@@ -119,3 +119,23 @@ def test_a_malformed_session_id_is_signed_out(make_app, sql, raw):
     assert forged.client.get("/points").status_code == 302
     job = insert_job(sql, user_id(sql), "running")
     assert forged.client.get(f"/assessments/{job}/status").status_code == 302
+
+
+def test_a_key_rotation_signs_nobody_out_and_keeps_open_forms(make_app, sql, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY_FALLBACKS", " older key , old key")
+    from app.config import from_env
+
+    assert from_env()["SECRET_KEY_FALLBACKS"] == ["older key", "old key"]
+    monkeypatch.delenv("SECRET_KEY_FALLBACKS")
+
+    old, client, actions = signed_in(make_app, SECRET_KEY="old key")
+    token = actions.token("/assessments/new")  # a form opened before the rotation
+    new = make_app(SECRET_KEY="new key", SECRET_KEY_FALLBACKS=["old key"])
+    rotated = copy_of(new, client)
+    assert rotated.get("/points").status_code == 200
+    submit = Actions(rotated).submit(token=token)
+    assert submit.status_code == 303, submit.get_data(as_text=True)[:300]
+
+    # A key dropped from the fallbacks is dead: its sessions and its tokens.
+    gone = copy_of(make_app(SECRET_KEY="new key"), client)
+    assert gone.get("/points").status_code == 302
