@@ -8,11 +8,9 @@ import logging
 from typing import Any
 
 from flask import Flask
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
 
 from . import config, embedded, failpoints
-from .extensions import csrf, db, login_manager, migrate
+from .extensions import csrf, db, limiter, login_manager, migrate
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -45,6 +43,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(config.ROOT / "migrations"))
     csrf.init_app(app)
     login_manager.init_app(app)
+    limiter.init_app(app)
 
     from .assessment import make_provider
     from .jobs.housekeeping import Throttle
@@ -55,8 +54,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
     )
     app.extensions["housekeeping"] = Throttle()
-    # One process serves every request, so failed log-ins are counted exactly in memory.
-    app.extensions["login_failures"] = MovingWindowRateLimiter(MemoryStorage())
     app.extensions["layer_provider"] = make_provider(app.config)
     app.extensions["layer_cache"] = SingleFlightCache(
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]

@@ -32,6 +32,12 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "FAILPOINTS": (str, ""),
     # Old keys still accepted while SECRET_KEY rotates, so a new key signs nobody out.
     "SECRET_KEY_FALLBACKS": (keys, []),
+    # Brakes on password guessing and sign-up floods (app/web/auth.py), per client address.
+    "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # failed log-ins, per account and address
+    "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # failed log-ins, per address
+    "SIGNUP_RATE_LIMIT": (str, "10 per hour"),  # accounts created, per address
+    # Where the counts live: memory for one process; e.g. redis://host:6379 for several.
+    "RATELIMIT_STORAGE_URI": (str, "memory://"),
 }
 
 

@@ -139,3 +139,17 @@ def test_a_key_rotation_signs_nobody_out_and_keeps_open_forms(make_app, sql, mon
     # A key dropped from the fallbacks is dead: its sessions and its tokens.
     gone = copy_of(make_app(SECRET_KEY="new key"), client)
     assert gone.get("/points").status_code == 302
+
+
+def test_the_live_poll_never_reaches_the_rate_limiter(watched, monkeypatch):
+    from app.extensions import limiter
+
+    app, client, actions, _, status_path, flask_paths = watched
+    asked = []
+    real = limiter.identify_request
+    monkeypatch.setattr(limiter, "identify_request", lambda: asked.append(1) or real())
+    for _ in range(3):
+        assert attr(client.get(status_path).get_data(as_text=True), "data-status") == "running"
+    assert asked == [] and flask_paths == []
+    client.get("/points")  # a page through Flask does reach it: the spy works
+    assert asked

@@ -8,6 +8,7 @@ from flask import (
     Blueprint,
     current_app,
     flash,
+    g,
     make_response,
     redirect,
     render_template,
@@ -15,13 +16,12 @@ from flask import (
     session,
     url_for,
 )
+from flask_limiter import RateLimitExceeded
 from flask_login import current_user, login_required, login_user, logout_user
-from limits import parse as parse_limit
 
-from ..extensions import db, login_manager
+from ..extensions import db, limiter, login_manager
 from ..models import User
 from ..points import accounts
-from .errors import MESSAGES
 from .forms import LoginForm, SignupForm
 
 bp = Blueprint("auth", __name__)
@@ -96,7 +96,36 @@ def load_user(user_id: str) -> User | None:
     return user
 
 
+# Brakes on password guessing and on sign-up floods, by client address. Behind a proxy
+# that address is the proxy's (request.remote_addr): put werkzeug's ProxyFix in front
+# only when a proxy you trust sets X-Forwarded-For. Only the POSTs are limited, and
+# only failures count toward the log-in brakes, so a user who types it right is never
+# held, and a stranger's guesses from elsewhere never lock the owner out.
+def _client() -> str:
+    return request.remote_addr or "unknown"
+
+
+def _account_at_client() -> str:
+    # As the form reads it: stripped, and matched in any letter case.
+    return f"{(request.form.get('email') or '').strip().lower()}|{_client()}"
+
+
+def _limit(name: str):
+    return lambda: current_app.config[name]
+
+
+def _login_failed(response) -> bool:
+    return g.get("login_failed", False)
+
+
+def _signed_up(response) -> bool:
+    return g.get("signed_up", False)
+
+
 @bp.route("/signup", methods=["GET", "POST"])
+@limiter.limit(
+    _limit("SIGNUP_RATE_LIMIT"), key_func=_client, methods=["POST"], deduct_when=_signed_up
+)
 def signup():
     """Create an account and sign in."""
     if current_user.is_authenticated:
@@ -110,6 +139,7 @@ def signup():
         except accounts.EmailTaken:
             form.email.errors.append("An account with this email already exists. Log in instead.")
         else:
+            g.signed_up = True
             login_user(user)
             flash(f"Welcome! You have {user.point_balance} points to spend.", "success")
             return redirect(url_for("main.dashboard"), 303)
@@ -117,38 +147,49 @@ def signup():
     return render_template("auth/signup.html", form=form), status
 
 
-# A brake on password guessing: ten failed log-ins per account in 15 minutes, then 429
-# until the window passes. Only failures count, so a user who types it right is never held.
-# The limits package keeps the window; it is checked here and not in a hook on every
-# request (Flask-Limiter's cost 0.18 ms on each poll of the status fragment).
-LOGIN_FAILURES = parse_limit("10 per 15 minutes")
-
-
 @bp.route("/login", methods=["GET", "POST"])
+@limiter.limit(
+    _limit("LOGIN_RATE_LIMIT"),
+    key_func=_account_at_client,
+    methods=["POST"],
+    deduct_when=_login_failed,
+    scope="login-account",
+)
+@limiter.limit(
+    _limit("LOGIN_ADDRESS_RATE_LIMIT"),
+    key_func=_client,
+    methods=["POST"],
+    deduct_when=_login_failed,
+    scope="login-address",
+)
 def login():
     """Sign in with email and password."""
     if current_user.is_authenticated:
         return redirect(_safe_next() or url_for("main.dashboard"))
     form = LoginForm()
     if form.validate_on_submit():
-        failures = current_app.extensions["login_failures"]
-        account = form.email.data.lower()  # the form strips it
-        if not failures.test(LOGIN_FAILURES, "login", account):
-            return _too_many_failures(failures, account)
         user = accounts.authenticate(form.email.data, form.password.data)
         if user is not None:
             login_user(user)
             return redirect(_safe_next() or url_for("main.dashboard"), 303)
-        failures.hit(LOGIN_FAILURES, "login", account)
+        g.login_failed = True
         form.password.errors.append("That email and password do not match an account.")
     status = 400 if request.method == "POST" else 200
     return render_template("auth/login.html", form=form), status
 
 
-def _too_many_failures(failures, account: str):
-    reset = failures.get_window_stats(LOGIN_FAILURES, "login", account).reset_time
-    body = render_template("error.html", code=429, message=MESSAGES[429])
-    return body, 429, {"Retry-After": str(max(1, math.ceil(reset - time.time())))}
+@bp.app_errorhandler(RateLimitExceeded)
+def too_many_attempts(exc: RateLimitExceeded):
+    """Say when to try again, on the page and in Retry-After."""
+    limit = limiter.current_limit
+    wait = max(1, math.ceil(limit.reset_at - time.time())) if limit else 60
+    minutes = math.ceil(wait / 60)
+    message = (
+        "Too many failed attempts. Nothing was changed. Try again in"
+        f" {minutes} minute{'' if minutes == 1 else 's'}."
+    )
+    body = render_template("error.html", code=429, message=message)
+    return body, 429, {"Retry-After": str(wait)}
 
 
 @bp.post("/logout")
