@@ -59,7 +59,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
 
-    from .web import assessments, auth, cli, errors, health, main, support
+    from .web import assessments, auth, cli, errors, headers, health, main, support
+
+    headers.init_app(app)
 
     for module in (auth, main, assessments, support, health):
         app.register_blueprint(module.bp)

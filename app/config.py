@@ -8,6 +8,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def flag(raw: str) -> bool:
+    """Read a yes/no setting: 1, true, yes or on mean yes."""
+    return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
 def keys(raw: str) -> list[str]:
     """Split a comma-separated list of keys."""
     return [key.strip() for key in raw.split(",") if key.strip()]
@@ -32,6 +37,8 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "FAILPOINTS": (str, ""),
     # Old keys still accepted while SECRET_KEY rotates, so a new key signs nobody out.
     "SECRET_KEY_FALLBACKS": (keys, []),
+    # Send the session cookie over https only; off since `make run` serves plain http.
+    "SESSION_COOKIE_SECURE": (flag, False),
     # Brakes on password guessing and sign-up floods (app/web/auth.py), per client address.
     "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # failed log-ins, per account and address
     "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # failed log-ins, per address

@@ -41,6 +41,7 @@ class LivePoll:
             raise TypeError("the fast poll reads Flask's signed cookie sessions only")
         self.app = app
         self.wsgi_app = wsgi_app
+        self.headers = app.extensions["security_headers"]  # as Flask's responses carry
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] == "GET":
@@ -53,6 +54,7 @@ class LivePoll:
                         ("Content-Length", str(len(body))),
                         ("Cache-Control", "no-store"),  # as main.no_store_pages sets
                         ("Vary", "Cookie"),  # as Flask says of a response that read the session
+                        *self.headers,
                     ],
                 )
                 return [body]
