@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Flask
 
-from . import config, embedded, failpoints
+from . import config, dbretry, embedded, failpoints
 from .extensions import csrf, db, limiter, login_manager, migrate
 
 
@@ -26,6 +26,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     )
     if test_config is not None:
         app.config.from_mapping(test_config)
+    if app.config.get("SWEEP_INTERVAL_SECONDS") is None:
+        app.config["SWEEP_INTERVAL_SECONDS"] = app.config["JOB_LEASE_SECONDS"]
+    from .jobs.views import LATE_HEARTBEATS
+
+    # Settings with which jobs cannot work stop the server here, naming the setting.
+    config.check(app.config, LATE_HEARTBEATS)
     if "SECRET_KEY" not in app.config or not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = config.secret_key()
     if fallbacks := app.config["SECRET_KEY_FALLBACKS"]:
@@ -37,6 +43,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # An outage fails every request the same way: one traceback a minute says it all.
+    dbretry.filter_tracebacks(logging.getLogger())
     failpoints.configure(app.config["FAILPOINTS"])
 
     db.init_app(app)
@@ -46,14 +54,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     limiter.init_app(app)
 
     from .assessment import make_provider
-    from .jobs.housekeeping import Throttle
+    from .jobs import housekeeping
     from .jobs.runner import Runner
     from .singleflight import SingleFlightCache
 
     app.extensions["runner"] = Runner(
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
     )
-    app.extensions["housekeeping"] = Throttle()
+    app.extensions["housekeeping"] = housekeeping.throttles()
     app.extensions["layer_provider"] = make_provider(app.config)
     app.extensions["layer_cache"] = SingleFlightCache(
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
@@ -66,6 +74,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     for module in (auth, main, assessments, support, health):
         app.register_blueprint(module.bp)
     errors.init_app(app)
+    # Every request may set off the due chores (the fast poll, which bypasses Flask,
+    # does the same): while anyone uses any instance, dead jobs get swept.
+    app.before_request(lambda: housekeeping.trigger(app))
     cli.init_app(app)
     from .web.poll import LivePoll
 

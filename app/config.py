@@ -1,4 +1,4 @@
-"""Configuration from the environment, with the defaults of DESIGN.md."""
+"""Configuration from the environment, with the defaults of docs/architecture.md."""
 
 import os
 import secrets
@@ -30,10 +30,23 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "LAYER_PROVIDER": (str, "demo"),
     "LAYER_HTTP_BASE_URL": (str, ""),
     "LAYER_HTTP_TIMEOUT_SECONDS": (float, 10),
+    "LAYER_HTTP_RETRIES": (int, 2),
+    "LAYER_RETRY_BACKOFF_SECONDS": (float, 0.5),
+    "LAYER_RETRY_AFTER_MAX_SECONDS": (float, 5),
+    "JSHIS_BASE_URL": (str, "https://www.j-shis.bosai.go.jp/map/api"),
+    "JSHIS_MAP_VERSION": (str, "Y2024"),
+    "JSHIS_CASE": (str, "AVR"),
+    "JSHIS_GROUND_VERSION": (str, "V4"),
+    "GSI_ELEVATION_URL": (
+        str,
+        "https://cyberjapandata2.gsi.go.jp/general/dem/scripts/getelevation.php",
+    ),
     "LAYER_CACHE_TTL_SECONDS": (float, 300),
     "LAYER_CACHE_SIZE": (int, 4096),
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
+    # How often stale jobs of all users are reaped and refunded; unset: JOB_LEASE_SECONDS.
+    "SWEEP_INTERVAL_SECONDS": (float, None),
     "FAILPOINTS": (str, ""),
     # Old keys still accepted while SECRET_KEY rotates, so a new key signs nobody out.
     "SECRET_KEY_FALLBACKS": (keys, []),
@@ -78,5 +91,38 @@ def from_env() -> dict[str, object]:
     config: dict[str, object] = {}
     for name, (kind, default) in SETTINGS.items():
         raw = os.environ.get(name)
-        config[name] = kind(raw) if raw not in (None, "") else default
+        try:
+            config[name] = kind(raw) if raw not in (None, "") else default
+        except ValueError:
+            raise ValueError(f"{name} must be a {kind.__name__}, not {raw!r}") from None
     return config
+
+
+def check(config: dict, late_heartbeats: float) -> None:
+    """Raise ValueError, naming the setting, for settings with which jobs cannot work."""
+    for name in (
+        "JOB_LEASE_SECONDS",
+        "JOB_HEARTBEAT_SECONDS",
+        "JOB_MAX_RUNTIME_SECONDS",
+        "POLL_INTERVAL_SECONDS",
+        "HOUSEKEEPING_INTERVAL_SECONDS",
+        "SWEEP_INTERVAL_SECONDS",
+    ):
+        if not config[name] > 0:
+            raise ValueError(f"{name} must be positive, not {config[name]!r}")
+    if config["MAX_CONCURRENT_JOBS"] < 1:
+        raise ValueError(
+            f"MAX_CONCURRENT_JOBS must be at least 1, not {config['MAX_CONCURRENT_JOBS']}"
+        )
+    lease, beat = config["JOB_LEASE_SECONDS"], config["JOB_HEARTBEAT_SECONDS"]
+    # A live job must beat well inside its lease, or the reaper fails it while it works.
+    if beat >= lease:
+        raise ValueError(
+            f"JOB_HEARTBEAT_SECONDS ({beat:g}) must be shorter than JOB_LEASE_SECONDS ({lease:g})"
+        )
+    # The page says "checking" after a few missed beats; past the lease that never shows.
+    if late_heartbeats * beat >= lease:
+        raise ValueError(
+            f"JOB_HEARTBEAT_SECONDS ({beat:g}) times {late_heartbeats:g} missed heartbeats"
+            f" must be shorter than JOB_LEASE_SECONDS ({lease:g})"
+        )

@@ -116,6 +116,12 @@ class Job(db.Model):
             postgresql_where=text("status IN ('pending', 'running')"),
         ),
         Index("ix_assessment_jobs_user_created", "user_id", "created_at"),
+        # What the sweep finalizes: few rows, found without scanning the table.
+        Index(
+            "ix_assessment_jobs_unfinalized",
+            "id",
+            postgresql_where=text("status = 'failed' AND finalized_at IS NULL"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(

@@ -217,6 +217,44 @@ def render(r: dict) -> str:
                 "(gunicorn keeps kept-alive connections 2 s)",
                 None,
             )
+    og = r.get("outage", {})
+    if "error" in og:
+        row("3d", "database outage", og["error"], "", "", "", None)
+    elif og:
+        lo, bl = og["long"], og["blip"]
+        row(
+            "3d",
+            f"database gone {lo['down_s']:g} s (> lease) under {lo['jobs']} running jobs"
+            " -> every page refunded, after the return",
+            f"{_n(lo['max_s_after_return'], 2, ' s')} (poll #{lo['max_polls_after_return']})",
+            f"poll interval {_n(og['poll_s'], 1, ' s')}, lease {_n(og['lease_s'], 1, ' s')}",
+            _n(_safe_div(lo["max_s_after_return"], og["lease_s"]), 2, "x lease"),
+            "first poll after the return, refunded once",
+            _ok(
+                lo["max_polls_after_return"],
+                lambda v: v == 1 and lo["failed_refunded_once"] == lo["jobs"] and not lo["double"],
+            ),
+        )
+        row(
+            "3e",
+            f"database gone {bl['down_s']:g} s (< lease) under {bl['jobs']} running jobs"
+            " -> jobs finished, charged once",
+            f"{bl['succeeded_charged_once']}/{bl['jobs']}",
+            f"refunded {bl['failed_refunded_once']}",
+            "",
+            "all, none twice",
+            _ok(bl["succeeded_charged_once"], lambda v: v == bl["jobs"] and not bl["double"]),
+        )
+        row(
+            "3f",
+            "polls during the outage: 503 / 500; log tracebacks",
+            f"{lo['polls_during_503']} / {lo['polls_during_500']};"
+            f" {lo['log_tracebacks']} traceback(s), {_n(lo['log_bytes'] / 1024, 1, ' KiB')}",
+            f"{lo['polls_during']} polls",
+            "",
+            "no 500, <= 1 traceback per error",
+            _ok(lo["polls_during_500"], lambda v: v == 0 and lo["log_tracebacks"] <= 2),
+        )
     sf = r.get("singleflight", {})
     if "error" in sf:
         row("4", "single-flight", sf["error"], "", "", "", None)
@@ -456,6 +494,37 @@ def _details(r: dict) -> list[str]:
             " as a real deploy does.",
             "",
         ]
+    og = r.get("outage", {})
+    if og and "error" not in og:
+        out += [
+            "## 3b. Database outage",
+            "",
+            "bench/outage.py: the server reaches PostgreSQL through tests/dbproxy.py, which"
+            " refuses new connections and cuts open ones for the outage. A browser per job"
+            f" polls every {og['poll_s']:g} s on a fixed timetable through it"
+            f" (JOB_LEASE_SECONDS={og['lease_s']:g}, JOB_HEARTBEAT_SECONDS={og['heartbeat_s']:g}).",
+            " Times are from the proxy's return to the settled answer; poll # counts the polls sent"
+            " after the return, up to the one that settled the page (1: the first).",
+            "",
+            "| outage | jobs | work | settled | max after return | median | poll # |"
+            " succeeded, charged once | failed, refunded once | double | polls during: 503 / 500"
+            " | log: lines, tracebacks |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for t in (og["long"], og["blip"]):
+            out.append(
+                f"| {t['down_s']:g} s | {t['jobs']} | {t['work_s']:g} s | {t['settled']} |"
+                f" {_n(t['max_s_after_return'], 2, ' s')} |"
+                f" {_n(t['median_s_after_return'], 2, ' s')} | {t['max_polls_after_return']} |"
+                f" {t['succeeded_charged_once']} | {t['failed_refunded_once']} | {t['double']} |"
+                f" {t['polls_during_503']} / {t['polls_during_500']} |"
+                f" {t['log_lines']}, {t['log_tracebacks']} |"
+            )
+        out += [
+            "",
+            "The blip's jobs settle when their remaining work is done, not at the return.",
+            "",
+        ]
     sf = r.get("singleflight", {})
     if sf and "error" not in sf:
         h = sf["hits"]
@@ -584,7 +653,7 @@ def _submit_reading(sb: dict) -> list[str]:
         f"Reading: ours takes {before:.2f} ms more than the floor before its INSERT reaches"
         " the database (Flask, the session, CSRF, the form, the place lookup) and"
         f" {after:.2f} ms more after it (the runner, the job's app context and ORM session)."
-        f" The floor, which any implementation of DESIGN.md's submit must pay (a web"
+        f" The floor, which any implementation of the architecture's submit must pay (a web"
         f" request, a durable INSERT, a thread that begins its own transaction), is"
         f" {med(floor, 'post_to_running') / rq['median_ms']:.2f}x RQ SimpleWorker's"
         " enqueue -> start, which has no web request and no durable write.",

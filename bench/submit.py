@@ -14,7 +14,7 @@ submit, every figure from the same run:
 - the design's floor, POST -> running: the same measurement on POST /bench/floor-submit
   (bench/benchapp.py), the product's INSERT and a thread that starts the job in its own
   transaction, with no Flask, session, CSRF, form, place lookup or ledger: what any
-  implementation of DESIGN.md's submit costs on this machine, at least.
+  implementation of the architecture's submit costs on this machine, at least.
 - Flask + RQ, POST -> start: POST /bench/rq-submit (bench/benchapp.py) does what POST
   /assessments does before the INSERT (login, CSRF form, place, balance check), then
   enqueues to RQ (SimpleWorker): the same measurement as ours for a queue-based design.

@@ -48,7 +48,7 @@ class CountingProvider:
         self.gate = gate
         self._lock = threading.Lock()
 
-    def fetch(self, dataset: str, key: str) -> dict[str, float]:
+    def fetch(self, dataset: str, key: str, stop=None) -> dict[str, float]:
         with self._lock:
             self.calls[dataset, key] += 1
         try:

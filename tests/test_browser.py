@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_for
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
@@ -222,7 +224,9 @@ def test_the_keyboard_alone_signs_up_and_submits(page, live):
 
 
 def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
-    server = live(ASSESSMENT_WORK_SECONDS="0")
+    # No sweep after the first request's: it would settle the job below by itself, the
+    # ledger being readable again, before support could.
+    server = live(ASSESSMENT_WORK_SECONDS="0", SWEEP_INTERVAL_SECONDS="600")
     phone = browser.new_page(viewport=PHONE)
     sign_up(phone, server, "phone@example.com")
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
@@ -290,5 +294,30 @@ def test_a_server_that_vanished_says_so_then_tells_the_truth(page, live):
 
     live(port=server.port, JOB_LEASE_SECONDS="2")
     page.wait_for_selector('#job-status[data-billing="refunded"]', timeout=30_000)
+    assert page.locator("#connection-note").is_hidden()
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
+
+
+def test_a_database_outage_keeps_the_page_polling_then_tells_the_truth(
+    page, proxied_live, db_proxy, sql
+):
+    s = proxied_live(
+        ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="2", POLL_INTERVAL_SECONDS="0.5"
+    )
+    sign_up(page, s, "outage@example.com")
+    start_job(page, s, "Nara")
+    page.wait_for_selector('#job-status[data-billing="charged"]')
+
+    db_proxy.down()  # the database, not the server, is gone: polls get the 503 page
+    page.wait_for_selector("#connection-note", state="visible")
+    assert page.locator("#job-status").get_attribute("data-status") == "running"
+    shot(page, "job-database-outage")
+    wait_for(
+        lambda: sql("SELECT heartbeat_at < now() - interval '2.5 s' FROM assessment_jobs")[0][0]
+    )
+    db_proxy.up()
+
+    # The 503s did not end the polling: the next poll reaps, refunds and says so.
+    page.wait_for_selector('#job-status[data-billing="refunded"]')
     assert page.locator("#connection-note").is_hidden()
     assert page.locator("#nav-balance").get_attribute("data-balance") == "3"

@@ -5,7 +5,7 @@ May import only the root modules (singleflight, config); never app.points, app.j
 
 from .area import Area
 from .places import PlaceAmbiguous, PlaceNotFound, resolve_place
-from .providers import LayerProvider, ProviderError, make_provider
+from .providers import LayerProvider, ProviderError, Stopped, make_provider
 from .work import run_assessment
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "PlaceNotFound",
     "ProviderError",
     "make_provider",
+    "Stopped",
     "resolve_place",
     "run_assessment",
 ]

@@ -109,16 +109,28 @@ LAYERS: tuple[Layer, ...] = (
 )
 
 
-def summarise(fetched: Mapping[str, Sequence[Mapping[str, float]]]) -> Numbers:
-    """Reduce each dataset's answers (one per tile or one per area) to named numbers."""
+# How several answers for one field (one per tile or sample point) become one number: the
+# worst place decides, except the share of soft ground, which is the share over places.
+REDUCE: dict[str, Callable[[Sequence[float]], float]] = {
+    "min_m": min,
+    "max_slope_deg": max,
+    "max_hourly_mm": max,
+    "coast_distance_km": min,
+    "soft_soil_ratio": lambda values: sum(values) / len(values),
+    "amplification": max,
+    "shaking_prob_30y": max,
+}
+RENAMED = {"min_m": "lowest_elevation_m", "max_slope_deg": "steepest_slope_deg"}
+
+
+def summarise(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> Numbers:
+    """Reduce each dataset's answers (one per tile, point or area) to named numbers."""
     numbers: Numbers = {}
-    for dataset, answers in fetched.items():
-        if dataset == "elevation":  # the worst tile decides
-            numbers["lowest_elevation_m"] = min(a["min_m"] for a in answers)
-            numbers["steepest_slope_deg"] = max(a["max_slope_deg"] for a in answers)
-        else:
-            for answer in answers:
-                numbers.update(answer)
+    for answers in fetched.values():
+        for field, reduce in REDUCE.items():
+            values = [float(a[field]) for a in answers if field in a]
+            if values:
+                numbers[RENAMED.get(field, field)] = reduce(values)
     return numbers
 
 
@@ -128,7 +140,7 @@ def level_of(index: float) -> int:
 
 
 def analyse(
-    area: Area, lang: str, fetched: Mapping[str, Mapping[str, Sequence[Mapping[str, float]]]]
+    area: Area, lang: str, fetched: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]
 ) -> dict[str, Any]:
     """Score every layer from its fetched datasets and write the narrative in lang."""
     if lang not in LABELS:

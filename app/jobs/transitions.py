@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import Any
 
+import psycopg
 from flask import current_app
 from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
@@ -136,7 +137,18 @@ def start(job_id: uuid.UUID) -> Row | None:
     ).first()
     if row is None:
         db.session.rollback()
-        return None
+        # Only the job's own thread moves it to running: a running row is this thread's
+        # earlier attempt, whose commit (start and charge) landed before its connection
+        # dropped. It is started and charged; carry on with it.
+        mine = db.session.execute(
+            text(
+                "SELECT user_id, lang, area FROM assessment_jobs"
+                " WHERE id = :id AND status = 'running'"
+            ),
+            {"id": job_id},
+        ).first()
+        db.session.rollback()
+        return mine
     try:
         failpoints.hit("after_running")
         ledger.consume(row.user_id, job_id)
@@ -148,13 +160,17 @@ def start(job_id: uuid.UUID) -> Row | None:
 
 
 def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
-    """Record the step a running job is on; raise JobCancelled if it is not running."""
+    """Record the step a running job is on; raise JobCancelled if it is not running.
+
+    A job whose lease ran out (the database was out of reach for longer) is the
+    reaper's: this write does not revive it.
+    """
     alive = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET step = :s, progress = :p, heartbeat_at = now()"
-            " WHERE id = :id AND status = 'running' RETURNING id"
+            "UPDATE assessment_jobs j SET step = :s, progress = :p, heartbeat_at = now()"
+            f" WHERE j.id = :id AND j.status = 'running' AND NOT {STALE} RETURNING j.id"
         ),
-        {"id": job_id, "s": step[:200], "p": max(0, min(100, progress))},
+        {"id": job_id, "s": step[:200], "p": max(0, min(100, progress)), **ages()},
     ).first()
     db.session.commit()
     if alive is None:
@@ -162,7 +178,11 @@ def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
 
 
 def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
-    """Record a job's result; False if it was reaped meanwhile (the result is dropped)."""
+    """Record a job's result; False if it was reaped meanwhile (the result is dropped).
+
+    Only the job's own thread sets 'succeeded': a row found so is this thread's earlier
+    attempt, whose commit landed before its connection dropped. That is done, not lost.
+    """
     done = db.session.execute(
         text(
             "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
@@ -173,7 +193,18 @@ def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
         {"id": job_id, "r": _json(result)},
     ).first()
     db.session.commit()
-    return done is not None
+    if done is None:
+        return status_of(job_id) == "succeeded"
+    return True
+
+
+def status_of(job_id: uuid.UUID) -> str | None:
+    """Return a job's status as committed."""
+    status = db.session.execute(
+        text("SELECT status FROM assessment_jobs WHERE id = :id"), {"id": job_id}
+    ).scalar_one_or_none()
+    db.session.rollback()
+    return status
 
 
 def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
@@ -200,13 +231,18 @@ def fail_and_settle(job_id: uuid.UUID, error_code: str, message: str) -> bool:
 
 
 def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    """Refresh the heartbeat of live jobs; return the ids that are still pending or running."""
+    """Refresh the heartbeat of live jobs; return the ids that are still pending or running.
+
+    A job whose lease ran out (the database was out of reach for longer) is the
+    reaper's: a late heartbeat does not revive it, and its thread is told to stop.
+    """
     rows = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET heartbeat_at = now()"
-            " WHERE id = ANY(:ids) AND status IN ('pending', 'running') RETURNING id"
+            "UPDATE assessment_jobs j SET heartbeat_at = now()"
+            f" WHERE j.id = ANY(:ids) AND NOT {STALE} AND j.status IN ('pending', 'running')"
+            " RETURNING j.id"
         ),
-        {"ids": job_ids},
+        {"ids": job_ids, **ages()},
     ).scalars()
     alive = set(rows)
     db.session.commit()
@@ -239,8 +275,8 @@ def execute_one(statement: TextClause, params: dict[str, Any]) -> Any:
     0.12 ms (bench/poll_parts.py). The SQL is still SQLAlchemy's, compiled once.
     """
     conn = db.engine.raw_connection()
+    pg = conn.driver_connection
     try:
-        pg = conn.driver_connection
         pg.autocommit = True
         try:
             with pg.cursor(row_factory=namedtuple_row) as cur:
@@ -248,6 +284,10 @@ def execute_one(statement: TextClause, params: dict[str, Any]) -> Any:
                 return cur.fetchone()
         finally:
             pg.autocommit = False
+    except psycopg.Error:
+        if pg.broken:  # the database went away: drop the connection, do not pool it
+            conn.invalidate()
+        raise
     finally:
         conn.close()  # back to the pool
 

@@ -16,7 +16,7 @@ from flask_login import current_user, login_required
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
 from ..extensions import login_manager
-from ..jobs import housekeeping, pipeline, transitions, views
+from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
 from ..points import accounts, ledger
 from . import paging
@@ -61,7 +61,6 @@ def create():
     if identity is None:
         return login_manager.unauthorized()
     user_id, generation = identity
-    housekeeping.trigger(current_app._get_current_object())
     form = AssessmentForm()
     if not form.validate_on_submit():
         return _form_error(form, 400)
@@ -106,7 +105,6 @@ def status(job_id: str):
     if identity is None:
         return login_manager.unauthorized()
     user_id, generation = identity
-    housekeeping.trigger(current_app._get_current_object())
     job = _own_job(job_id, user_id, generation)
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None

@@ -22,6 +22,7 @@ from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
+from .. import dbretry
 from ..jobs import housekeeping, views
 from .auth import identity_of
 
@@ -78,9 +79,11 @@ class LivePoll:
                 html = app.jinja_env.get_template(FRAGMENT).render(
                     job=job, report=None, oob=True, config=app.config, status_url=status_url
                 )
-            except Exception:  # noqa: BLE001 - e.g. the database is down
-                # Flask runs the poll again and answers with its error page and logging.
-                log.warning("fast poll failed; the full path answers", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - e.g. the database is down
+                # Flask runs the poll again and answers with its error page; an outage
+                # is logged once by that page, not once per poll here.
+                if not dbretry.is_unreachable(exc):
+                    log.warning("fast poll failed; the full path answers", exc_info=True)
                 return None
         return html.encode()
 
