@@ -4,7 +4,7 @@ A signed cookie stays valid until it expires, so a copy taken before logout kept
 The session now carries the generation it was issued under; logout bumps it.
 
 Revision ID: 0003
-Revises: 0002
+Revises: 0005
 Create Date: 2026-12-01 06:50:00
 
 """
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003"
-down_revision = "0002"
+down_revision = "0005"  # chained after layout's 0005 (the sweep), merged in before this
 branch_labels = None
 depends_on = None
 
