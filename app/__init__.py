@@ -52,6 +52,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     login_manager.init_app(app)
     limiter.init_app(app)
+    # The decorated views (log-in and sign-up POSTs) check their limits themselves; the
+    # hook Flask-Limiter puts before every request would find none (no default limits)
+    # and still cost each Flask request. Its after-request hook stays: it counts failures.
+    app.before_request_funcs[None].remove(limiter._check_request_limit)
 
     from .assessment import make_provider
     from .jobs import housekeeping

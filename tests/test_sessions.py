@@ -151,5 +151,7 @@ def test_the_live_poll_never_reaches_the_rate_limiter(watched, monkeypatch):
     for _ in range(3):
         assert attr(client.get(status_path).get_data(as_text=True), "data-status") == "running"
     assert asked == [] and flask_paths == []
-    client.get("/points")  # a page through Flask does reach it: the spy works
+    client.get("/points")  # nor does a page: only the two limited views ask it
+    assert asked == []
+    Actions(app.test_client()).login("who@example.com", "wrong")  # the spy works
     assert asked
