@@ -8,11 +8,9 @@ import logging
 from typing import Any
 
 from flask import Flask
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
 
 from . import config, dbretry, embedded, failpoints
-from .extensions import csrf, db, login_manager, migrate
+from .extensions import csrf, db, limiter, login_manager, migrate
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -36,6 +34,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     config.check(app.config, LATE_HEARTBEATS)
     if "SECRET_KEY" not in app.config or not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = config.secret_key()
+    if fallbacks := app.config["SECRET_KEY_FALLBACKS"]:
+        # Flask checks sessions (and so the fast poll) against the fallbacks itself;
+        # Flask-WTF signs with one key, and itsdangerous takes a list, newest last.
+        app.config.setdefault("WTF_CSRF_SECRET_KEY", [*fallbacks, app.config["SECRET_KEY"]])
     if "SQLALCHEMY_DATABASE_URI" not in app.config:
         app.config["SQLALCHEMY_DATABASE_URI"] = config.sqlalchemy_url(embedded.database_url())
     logging.basicConfig(
@@ -49,6 +51,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(config.ROOT / "migrations"))
     csrf.init_app(app)
     login_manager.init_app(app)
+    limiter.init_app(app)
+    # The decorated views (log-in and sign-up POSTs) check their limits themselves; the
+    # hook Flask-Limiter puts before every request would find none (no default limits)
+    # and still cost each Flask request. Its after-request hook stays: it counts failures.
+    app.before_request_funcs[None].remove(limiter._check_request_limit)
 
     from .assessment import make_provider
     from .jobs import housekeeping
@@ -59,14 +66,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
     )
     app.extensions["housekeeping"] = housekeeping.throttles()
-    # One process serves every request, so failed log-ins are counted exactly in memory.
-    app.extensions["login_failures"] = MovingWindowRateLimiter(MemoryStorage())
     app.extensions["layer_provider"] = make_provider(app.config)
     app.extensions["layer_cache"] = SingleFlightCache(
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
 
-    from .web import assessments, auth, cli, errors, health, main, support
+    from .web import assessments, auth, cli, errors, headers, health, main, support
+
+    headers.init_app(app)
 
     for module in (auth, main, assessments, support, health):
         app.register_blueprint(module.bp)

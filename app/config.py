@@ -2,12 +2,24 @@
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def flag(raw: str) -> bool:
+    """Read a yes/no setting: 1, true, yes or on mean yes."""
+    return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+def keys(raw: str) -> list[str]:
+    """Split a comma-separated list of keys."""
+    return [key.strip() for key in raw.split(",") if key.strip()]
+
+
 # name -> (type, default); every one can be set in the environment.
-SETTINGS: dict[str, tuple[type, object]] = {
+SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "JOB_LEASE_SECONDS": (float, 30),
     "JOB_HEARTBEAT_SECONDS": (float, 10),
     "JOB_MAX_RUNTIME_SECONDS": (float, 900),
@@ -37,6 +49,16 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "SWEEP_INTERVAL_SECONDS": (float, None),
     "SUPPORT_CONTACT": (str, "support@example.com"),
     "FAILPOINTS": (str, ""),
+    # Old keys still accepted while SECRET_KEY rotates, so a new key signs nobody out.
+    "SECRET_KEY_FALLBACKS": (keys, []),
+    # Send the session cookie over https only; off since `make run` serves plain http.
+    "SESSION_COOKIE_SECURE": (flag, False),
+    # Brakes on password guessing and sign-up floods (app/web/auth.py), per client address.
+    "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # failed log-ins, per account and address
+    "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # failed log-ins, per address
+    "SIGNUP_RATE_LIMIT": (str, "10 per hour"),  # accounts created, per address
+    # Where the counts live: memory for one process; e.g. redis://host:6379 for several.
+    "RATELIMIT_STORAGE_URI": (str, "memory://"),
 }
 
 

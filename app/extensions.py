@@ -1,5 +1,7 @@
 """Extension objects, bound to the app in create_app()."""
 
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
@@ -15,3 +17,6 @@ db = SQLAlchemy(model_class=Base)
 migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
+# Limits only where a view is decorated (log-in and sign-up POSTs): no default limits.
+# The fast poll answers before Flask and never reaches it.
+limiter = Limiter(key_func=get_remote_address, default_limits=[], strategy="moving-window")

@@ -53,6 +53,12 @@ class User(UserMixin, db.Model):
     role: Mapped[str] = mapped_column(Text, server_default=Role.USER.value)
     point_balance: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    # Bumped by logout: a session issued under an older generation is dead (web/auth.py).
+    session_generation: Mapped[int] = mapped_column(Integer, server_default="0")
+
+    def get_id(self) -> str:
+        """Return what Flask-Login keeps in the session: the id and the session generation."""
+        return f"{self.id}:{self.session_generation}"
 
     @property
     def is_support(self) -> bool:

@@ -76,9 +76,28 @@ def status_of(page):
     return box.get_attribute("data-status"), box.get_attribute("data-billing")
 
 
+def watch_csp(page):
+    """Collect every Content-Security-Policy violation the browser reports, on any page."""
+    violations = []
+    page.on(
+        "console",
+        lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    page.expose_function("reportCspViolation", lambda text: violations.append(text))
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e =>"
+        " window.reportCspViolation(e.violatedDirective + ' ' + e.blockedURI));"
+    )
+    return violations
+
+
 def test_a_job_from_submit_to_report_without_a_reload(page, live):
     server = live(ASSESSMENT_WORK_SECONDS="4", POLL_INTERVAL_SECONDS="0.5")
+    violations = watch_csp(page)
     sign_up(page, server, "ada@example.com")
+    assert (
+        "script-src 'self'" in page.request.get(server.url + "/").headers["content-security-policy"]
+    )
     assert page.locator("#balance").inner_text() == "3"
     shot(page, "dashboard")
 
@@ -100,8 +119,11 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
 
     page.wait_for_selector('#job-status[data-status="running"]')
     first = int(page.locator("#job-status progress").get_attribute("value"))
+    # A function, not an expression string: Playwright would eval() the string, which
+    # the page's CSP (rightly) refuses.
     page.wait_for_function(
-        f"Number(document.querySelector('#job-status progress')?.value) > {first}"
+        "first => Number(document.querySelector('#job-status progress')?.value) > first",
+        arg=first,
     )
     assert page.locator("#job-status .step").inner_text().startswith("Fetched layer")
     shot(page, "job-running")
@@ -117,6 +139,7 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     page.wait_for_timeout(2_000)  # four poll intervals
     assert len(polls) == settled_at, "the settled fragment kept polling"
     assert balance(page, server) == 2
+    assert violations == [], "the browser refused something under the CSP"
 
 
 def test_a_second_tab_is_told_about_the_running_job(page, live):

@@ -190,7 +190,7 @@ def running_job(app, sql):
     )
     sql("UPDATE users SET point_balance = 3")
     with app.app_context():
-        job_id = transitions.create(user_id, "x", "en", None)
+        job_id = transitions.create(user_id, "x", "en", None, 0)
         assert transitions.start(job_id) is not None
     return job_id
 

@@ -25,7 +25,9 @@ class AlreadyReported(Exception):
         self.lang = lang  # the report's language: the other one is free to read
 
 
-def submit(user_id: int, query: str, lang: str, confirmed: bool = False) -> uuid.UUID:
+def submit(
+    user_id: int, query: str, lang: str, generation: int, confirmed: bool = False
+) -> uuid.UUID:
     """Start an assessment and return its job id; the work runs after this returns.
 
     Resolving the place and checking the balance charge nothing: the point is consumed
@@ -40,14 +42,14 @@ def submit(user_id: int, query: str, lang: str, confirmed: bool = False) -> uuid
     # The row goes in before the slot is taken, so the one-in-flight index answers
     # first: a double click is always a 409, never a 503 that depends on timing.
     try:
-        job_id = transitions.create(user_id, query, lang, area.to_dict())
+        job_id = transitions.create(user_id, query, lang, area.to_dict(), generation)
     except transitions.AssessmentInFlight as exc:
         # The job in the way may be an orphan of a crash that nobody has polled since:
         # settle it the way a poll would, and if that frees the user, try once more.
         in_the_way = views.view(exc.job_id, user_id) if exc.job_id else None
         if in_the_way is None or in_the_way.status in ("pending", "running"):
             raise
-        job_id = transitions.create(user_id, query, lang, area.to_dict())
+        job_id = transitions.create(user_id, query, lang, area.to_dict(), generation)
     runner: Runner = current_app.extensions["runner"]
     try:
         runner.reserve()

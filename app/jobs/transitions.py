@@ -63,16 +63,22 @@ class NotEnoughPoints(Exception):
     """The user has no point to spend on an assessment."""
 
 
-def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None) -> uuid.UUID:
+def create(
+    user_id: int, query_text: str, lang: str, area: dict[str, Any] | None, generation: int
+) -> uuid.UUID:
     """Insert a pending job for a user who has a point to spend.
 
-    Raise NotEnoughPoints if the balance is zero (nothing is written, nothing charged:
-    the job consumes its point when it starts) and AssessmentInFlight if the user has
-    a job pending or running. One autocommit statement: the balance check and the
-    one-in-flight index decide inside it, and it is durable when this returns.
+    Raise NotEnoughPoints if the balance is zero or the session's generation is not the
+    user's (nothing is written, nothing charged: the job consumes its point when it
+    starts) and AssessmentInFlight if the user has a job pending or running. One
+    autocommit statement: the balance check and the one-in-flight index decide inside
+    it, and it is durable when this returns.
     """
     try:
-        row = execute_one(CREATE_SQL, {"u": user_id, "q": query_text, "l": lang, "a": _json(area)})
+        row = execute_one(
+            CREATE_SQL,
+            {"u": user_id, "g": generation, "q": query_text, "l": lang, "a": _json(area)},
+        )
     except UniqueViolation as exc:
         # Only the one-in-flight index means "already running"; any other
         # integrity error is a real error and propagates.
@@ -87,7 +93,9 @@ def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None
 CREATE_SQL = text(
     "INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
     " SELECT :u, :q, :l, CAST(:a AS jsonb), 'Waiting to start'"
-    " WHERE EXISTS (SELECT 1 FROM users WHERE id = :u AND point_balance >= 1)"
+    # A session revoked by logout (or of a deleted user) inserts nothing.
+    " WHERE EXISTS (SELECT 1 FROM users WHERE id = :u AND session_generation = :g"
+    "   AND point_balance >= 1)"
     " RETURNING id"
 )
 

@@ -11,6 +11,7 @@ from flask import (
     redirect,
     render_template,
     request,
+    session,
     url_for,
 )
 from flask_login import current_user, login_required
@@ -19,9 +20,9 @@ from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis, places
 from ..extensions import login_manager
 from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
-from ..points import ledger
+from ..points import accounts, ledger
 from . import paging
-from .auth import session_user_id
+from .auth import session_identity
 from .forms import AssessmentForm
 
 bp = Blueprint("assessments", __name__, url_prefix="/assessments")
@@ -66,15 +67,20 @@ def create():
     """Start an assessment and send the browser to its page."""
     # The signed-in id, without loading the user: the INSERT checks the user and the
     # balance itself (a fifth of a submit's time was the user load, bench/RESULTS.md).
-    user_id = session_user_id()
-    if user_id is None:
+    identity = session_identity()
+    if identity is None:
         return login_manager.unauthorized()
+    user_id, generation = identity
     form = AssessmentForm()
     if not form.validate_on_submit():
         return _form_error(form, 400)
     try:
         job_id = pipeline.submit(
-            user_id, form.query.data, form.lang.data, confirmed=form.confirm.data == "yes"
+            user_id,
+            form.query.data,
+            form.lang.data,
+            generation,
+            confirmed=form.confirm.data == "yes",
         )
     except pipeline.AlreadyReported as exc:
         return _form_error(form, 409, None, existing=exc.job_id, existing_lang=exc.lang)
@@ -83,6 +89,9 @@ def create():
     except PlaceNotFound as exc:
         return _form_error(form, 400, str(exc), suggestions=exc.suggestions, matched=exc.total)
     except transitions.NotEnoughPoints:
+        # The INSERT also refused a revoked session or a deleted user: ask only now.
+        if not accounts.session_alive(user_id, generation):
+            return _session_ended()
         return _form_error(form, 402, no_points=True)  # the form says it, once
     except transitions.AssessmentInFlight as exc:
         return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
@@ -149,10 +158,11 @@ def cancel(job_id: str):
 @bp.get("/<job_id>/status")
 def status(job_id: str):
     """Render the status fragment that the job page polls."""
-    user_id = session_user_id()
-    if user_id is None:
+    identity = session_identity()
+    if identity is None:
         return login_manager.unauthorized()
-    job = _own_job(job_id, user_id)
+    user_id, generation = identity
+    job = _own_job(job_id, user_id, generation)
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None
     if job.status == "succeeded" and request.headers.get("HX-Request"):
@@ -163,12 +173,23 @@ def status(job_id: str):
     return fragment.render(job=job, report=report, oob=True, config=current_app.config)
 
 
-def _own_job(raw_id: str, user_id: int) -> views.JobView:
+def _own_job(raw_id: str, user_id: int, generation: int | None = None) -> views.JobView:
     job_id = views.parse_id(raw_id)
-    job = views.view(job_id, user_id) if job_id else None
-    if job is None:  # another user's job and an unknown id look the same
+    job = views.view(job_id, user_id, generation) if job_id else None
+    if job is None:
+        # A revoked session (logged out, or its user deleted) goes to log in; asked only
+        # here, so a live poll pays nothing for it. Another user's job and an unknown id
+        # look the same.
+        if generation is not None and not accounts.session_alive(user_id, generation):
+            abort(_session_ended())
         abort(404)
     return job
+
+
+def _session_ended():
+    """Forget a revoked session and send the browser to log in."""
+    session.pop("_user_id", None)  # so the login page does not take it for signed in
+    return login_manager.unauthorized()
 
 
 def _form_error(form: AssessmentForm, status: int, message: str | None = None, **extra):

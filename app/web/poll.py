@@ -24,7 +24,7 @@ from werkzeug.http import parse_cookie
 
 from .. import dbretry
 from ..jobs import housekeeping, views
-from .auth import user_id_of
+from .auth import identity_of
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class LivePoll:
             raise TypeError("the fast poll reads Flask's signed cookie sessions only")
         self.app = app
         self.wsgi_app = wsgi_app
+        self.headers = app.extensions["security_headers"]  # as Flask's responses carry
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] == "GET":
@@ -54,6 +55,7 @@ class LivePoll:
                         ("Content-Length", str(len(body))),
                         ("Cache-Control", "no-store"),  # as main.no_store_pages sets
                         ("Vary", "Cookie"),  # as Flask says of a response that read the session
+                        *self.headers,
                     ],
                 )
                 return [body]
@@ -61,14 +63,14 @@ class LivePoll:
 
     def fragment(self, environ: dict, raw_id: str) -> bytes | None:
         """The live job's fragment, or None to let Flask answer."""
-        user_id = self.session_user_id(environ)
+        identity = self.session_identity(environ)
         job_id = views.parse_id(raw_id)
-        if user_id is None or job_id is None:
+        if identity is None or job_id is None:
             return None
         app = self.app
         with app.app_context():
             try:
-                job = views.live_view(job_id, user_id)
+                job = views.live_view(job_id, *identity)  # the generation checked in SQL
                 if job is None:
                     return None
                 housekeeping.trigger(app)
@@ -85,8 +87,8 @@ class LivePoll:
                 return None
         return html.encode()
 
-    def session_user_id(self, environ: dict) -> int | None:
-        """The signed-in user's id, read from the session cookie as Flask reads it."""
+    def session_identity(self, environ: dict) -> tuple[int, int] | None:
+        """The signed-in (user id, session generation), read from the cookie as Flask does."""
         app = self.app
         interface = app.session_interface
         cookie = parse_cookie(environ.get("HTTP_COOKIE")).get(interface.get_cookie_name(app))
@@ -103,4 +105,4 @@ class LivePoll:
             return None
         if data.get("_permanent") and app.config["SESSION_REFRESH_EACH_REQUEST"]:
             return None  # Flask would send the cookie again with a new expiry
-        return user_id_of(data)
+        return identity_of(data)
