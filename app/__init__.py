@@ -50,6 +50,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["runner"] = Runner(
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
     )
+    app.extensions["executor"] = _executor(app)
     app.extensions["housekeeping"] = Throttle()
     # One process serves every request, so failed log-ins are counted exactly in memory.
     app.extensions["login_failures"] = MovingWindowRateLimiter(MemoryStorage())
@@ -68,3 +69,18 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     app.wsgi_app = LivePoll(app, app.wsgi_app)
     return app
+
+
+def _executor(app: Flask):
+    """Return the executor JOB_EXECUTOR names: this process's threads, or the queue."""
+    from .jobs import pipeline
+    from .jobs.executor import ThreadExecutor
+
+    name = app.config["JOB_EXECUTOR"]
+    if name == "thread":
+        return ThreadExecutor(app.extensions["runner"], pipeline.run)
+    if name == "procrastinate":
+        from .jobs.procrastinate_executor import ProcrastinateExecutor
+
+        return ProcrastinateExecutor(app.config["MAX_QUEUED_JOBS"])
+    raise ValueError(f"JOB_EXECUTOR must be thread or procrastinate, not {name!r}")

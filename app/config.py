@@ -12,6 +12,8 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "JOB_HEARTBEAT_SECONDS": (float, 10),
     "JOB_MAX_RUNTIME_SECONDS": (float, 900),
     "MAX_CONCURRENT_JOBS": (int, 8),
+    "JOB_EXECUTOR": (str, "thread"),
+    "MAX_QUEUED_JOBS": (int, 16),
     "SIGNUP_POINTS": (int, 3),
     "ASSESSMENT_WORK_SECONDS": (float, 30),
     "POLL_INTERVAL_SECONDS": (float, 2),

@@ -83,7 +83,8 @@ def truncate(url: str) -> None:
     """Empty every table and reset the housekeeping clock."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "TRUNCATE users, point_ledger, assessment_jobs, incidents RESTART IDENTITY CASCADE"
+            "TRUNCATE users, point_ledger, assessment_jobs, incidents,"
+            " procrastinate_jobs, procrastinate_workers RESTART IDENTITY CASCADE"
         )
         conn.execute("UPDATE housekeeping SET last_run_at = NULL")
 

@@ -1,4 +1,4 @@
-"""flask commands: grant points, create a support user, check the ledger and providers."""
+"""flask commands: grant points, create a support user, check the ledger and providers, work."""
 
 import sys
 import time
@@ -19,6 +19,7 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(create_support)
     app.cli.add_command(ledger_check)
     app.cli.add_command(providers_check)
+    app.cli.add_command(worker)
 
 
 @click.command("grant-points")
@@ -90,3 +91,14 @@ def providers_check() -> None:
         click.echo(f"{each.name}: {answer} ({elapsed_ms:.0f} ms)")
     if failed:
         sys.exit(1)
+
+
+@click.command("worker")
+@with_appcontext
+@click.option("--concurrency", type=int, default=None, help="jobs at once [MAX_CONCURRENT_JOBS]")
+def worker(concurrency: int | None) -> None:
+    """Run queued assessments (JOB_EXECUTOR=procrastinate) until SIGTERM or Ctrl-C."""
+    from ..jobs import worker as queue_worker
+
+    app = current_app._get_current_object()
+    queue_worker.run(app, concurrency or app.config["MAX_CONCURRENT_JOBS"])
