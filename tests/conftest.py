@@ -278,3 +278,20 @@ def live(database_url, tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def live_worker(database_url, tmp_path):
+    """Start real queue workers (flask worker) on the test database; stop them after the test."""
+    from tests.live import Worker
+
+    workers = []
+
+    def start(**env):
+        worker = Worker(database_url, tmp_path / f"worker-{len(workers)}.log", **env)
+        workers.append(worker.start())
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()

@@ -31,7 +31,7 @@ KEEP_QUEUED_SQL = text(
 )
 
 
-def run(app: Flask, concurrency: int, graceful_seconds: float = 5.0) -> None:
+def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
     """Run jobs from the queue until told to stop; settle the running ones, then exit."""
     queue = queue_app(app)
     runner: Runner = app.extensions["runner"]
@@ -55,6 +55,7 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 5.0) -> None:
             install_signal_handlers=False,
             shutdown_graceful_timeout=graceful_seconds,
         )
+        told = asyncio.Event()
 
         def stop() -> None:
             if stopping.is_set():
@@ -63,12 +64,25 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 5.0) -> None:
             log.warning("stopping: settling this worker's jobs, then exiting")
             worker.stop()  # fetch nothing more
             settled.start()  # off the event loop: it waits on the database
+            told.set()
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
         async with queue.open_async():
-            await worker.run()
+            running = asyncio.create_task(worker.run())
+            await asyncio.wait(
+                [running, asyncio.create_task(told.wait())], return_when=asyncio.FIRST_COMPLETED
+            )
+            if running.done():
+                running.result()
+                return
+            await asyncio.to_thread(settled.join)
+            # The jobs are settled; give procrastinate a moment to record its own end,
+            # but not the minutes an abandoned job's thread may still sleep.
+            await asyncio.wait([running], timeout=graceful_seconds)
+            if not running.done():
+                _exit(0)
 
     threading.Thread(target=keep_queued, name="keep-queued", daemon=True).start()
     code = 0
@@ -81,6 +95,10 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 5.0) -> None:
     if settled.ident is None:
         settled.start()
     settled.join()
+    _exit(code)
+
+
+def _exit(code: int) -> None:
     # Every job of this worker is settled in the database. What is left are the
     # abandoned jobs' threads (a fetch may sleep for minutes), which the interpreter
     # would join: nothing in them matters any more, so leave now.
