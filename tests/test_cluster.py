@@ -5,6 +5,7 @@ import random
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -52,8 +53,9 @@ def test_killing_any_process_mid_job_settles_every_job(
     live, live_worker, sql, database_url, trial, kind
 ):
     rng = random.Random()
-    servers = [live(**QUEUE), live(**QUEUE)]
-    workers = [live_worker(ASSESSMENT_WORK_SECONDS=WORK) for _ in range(2)]
+    with ThreadPoolExecutor(4) as starting:  # side by side: start-up is most of the time
+        servers = list(starting.map(lambda _: live(**QUEUE), range(2)))
+        workers = list(starting.map(lambda _: live_worker(ASSESSMENT_WORK_SECONDS=WORK), range(2)))
     users = []
     for n in range(6):
         user = User(servers[n % 2])  # split between the instances
@@ -88,6 +90,24 @@ def test_killing_any_process_mid_job_settles_every_job(
     assert sql(
         "SELECT count(*) FROM assessment_jobs WHERE finalized_at IS NULL AND status = 'failed'"
     ) == [(0,)]
+    assert ledger_check(database_url).returncode == 0
+
+
+def test_a_queued_job_waits_for_a_free_worker_longer_than_the_lease(
+    live, live_worker, sql, database_url
+):
+    server = live(**QUEUE)
+    live_worker(MAX_CONCURRENT_JOBS="1", ASSESSMENT_WORK_SECONDS=str(LEASE * 2))
+    first, second = User(server), User(server)
+    first.signup("first@example.com")
+    second.signup("second@example.com")
+    job_id_of(first.submit())
+    waiting = job_id_of(second.submit())
+
+    # Polled all along, the queued job is never reaped: a live worker keeps it fresh.
+    status, billing, _ = poll_until_settled(second, waiting, timeout=LEASE * 6 + 10)
+
+    assert (status, billing) == ("succeeded", "charged")
     assert ledger_check(database_url).returncode == 0
 
 
