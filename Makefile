@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test chromium bench lint clean
+.PHONY: run cluster test chromium bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # and applies the migrations before the worker starts.
 run: $(VENV)/.installed
 	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
+
+# Two web instances (ports 8000 and 8001) and two queue workers from the Procfile, on the
+# same database; each process migrates under one lock, Ctrl-C stops (and settles) them all.
+cluster: $(VENV)/.installed
+	JOB_EXECUTOR=procrastinate $(BIN)/honcho -f Procfile start
 
 test: $(VENV)/.installed chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

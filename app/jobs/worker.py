@@ -6,6 +6,7 @@ runner fails and settles them (INTERRUPTED, refunded) before the process exits.
 """
 
 import asyncio
+import atexit
 import logging
 import os
 import signal
@@ -101,7 +102,9 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
 def _exit(code: int) -> None:
     # Every job of this worker is settled in the database. What is left are the
     # abandoned jobs' threads (a fetch may sleep for minutes), which the interpreter
-    # would join: nothing in them matters any more, so leave now.
+    # would join: nothing in them matters any more, so leave now, after the exit hooks
+    # (the embedded PostgreSQL stops with the last process that uses it).
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
