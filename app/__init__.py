@@ -58,6 +58,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["layer_cache"] = SingleFlightCache(
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
+    if _shared_layer_cache(app):
+        from .sharedflight import SharedSingleFlightCache
+
+        app.extensions["layer_cache"] = SharedSingleFlightCache(
+            app, app.extensions["layer_cache"], app.config["LAYER_CACHE_TTL_SECONDS"]
+        )
 
     from .web import assessments, auth, cli, errors, health, main, support
 
@@ -84,3 +90,11 @@ def _executor(app: Flask):
 
         return ProcrastinateExecutor(app.config["MAX_QUEUED_JOBS"])
     raise ValueError(f"JOB_EXECUTOR must be thread or procrastinate, not {name!r}")
+
+
+def _shared_layer_cache(app: Flask) -> bool:
+    """Share upstream answers across processes: on, off, or auto (with the queue)."""
+    setting = app.config["SHARED_LAYER_CACHE"]
+    if setting not in ("auto", "on", "off"):
+        raise ValueError(f"SHARED_LAYER_CACHE must be auto, on or off, not {setting!r}")
+    return setting == "on" or (setting == "auto" and app.config["JOB_EXECUTOR"] == "procrastinate")

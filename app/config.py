@@ -33,6 +33,7 @@ SETTINGS: dict[str, tuple[type, object]] = {
     ),
     "LAYER_CACHE_TTL_SECONDS": (float, 300),
     "LAYER_CACHE_SIZE": (int, 4096),
+    "SHARED_LAYER_CACHE": (str, "auto"),
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
     "FAILPOINTS": (str, ""),

@@ -1,4 +1,7 @@
-"""procrastinate's schema, for JOB_EXECUTOR=procrastinate
+"""procrastinate's schema and the shared layer cache, for more than one process
+
+The shared layer cache (layer_cache) holds upstream answers with their expiry, so that
+concurrent misses in several processes make one call (app/sharedflight.py).
 
 The queue lives in the product's own database, so a submit can insert its job and defer
 its task in one transaction, and `flask db upgrade` stays the one set-up step. The SQL
@@ -27,9 +30,15 @@ def upgrade():
     # On the driver's connection, in Alembic's transaction: several statements, no
     # parameters, so the % signs in its RAISE messages are left alone.
     op.get_bind().connection.driver_connection.execute(SCHEMA.read_text())
+    op.execute(
+        "CREATE TABLE layer_cache (key text PRIMARY KEY, value jsonb NOT NULL,"
+        " expires_at timestamptz NOT NULL)"
+    )
+    op.create_index("ix_layer_cache_expires_at", "layer_cache", ["expires_at"])
 
 
 def downgrade():
+    op.drop_table("layer_cache")
     op.execute(
         "DO $$ DECLARE f regprocedure; BEGIN"
         " FOR f IN SELECT p.oid::regprocedure FROM pg_proc p"
