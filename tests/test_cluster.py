@@ -34,11 +34,15 @@ def kill_instance(server) -> None:
     server.proc.wait()
 
 
-def test_a_job_runs_on_a_worker(live, live_worker, sql, database_url):
-    server = live(**QUEUE)
-    live_worker()
+@pytest.mark.parametrize("executor", ["thread", "procrastinate"])
+def test_a_job_runs_on_either_executor_with_two_gunicorn_workers(
+    live, live_worker, sql, database_url, executor
+):
+    server = live(JOB_EXECUTOR=executor, WEB_CONCURRENCY="2")
+    if executor == "procrastinate":
+        live_worker()
     user = User(server)
-    user.signup("queued@example.com")
+    user.signup("either@example.com")
 
     job_id = job_id_of(user.submit())
 
@@ -168,8 +172,9 @@ def test_admission_holds_across_instances(live, sql):
     assert sql("SELECT DISTINCT point_balance FROM users") == [(3,)]
 
 
-def test_one_user_double_submitting_on_two_instances_gets_one_job(live, sql):
-    servers = [live(**QUEUE), live(**QUEUE)]
+@pytest.mark.parametrize("executor", ["thread", "procrastinate"])
+def test_one_user_double_submitting_on_two_instances_gets_one_job(live, sql, executor):
+    servers = [live(JOB_EXECUTOR=executor), live(JOB_EXECUTOR=executor)]
     first = User(servers[0])
     first.signup("double@example.com")
     tabs = [first]
@@ -181,4 +186,6 @@ def test_one_user_double_submitting_on_two_instances_gets_one_job(live, sql):
     codes = submit_all(tabs)
 
     assert sorted(codes) == [303] + [409] * 9
-    assert sql("SELECT count(*) FROM procrastinate_jobs") == [(1,)]
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+    queued = 1 if executor == "procrastinate" else 0
+    assert sql("SELECT count(*) FROM procrastinate_jobs") == [(queued,)]

@@ -1,5 +1,6 @@
 """flask commands: grant points, create a support user, check the ledger and providers, work."""
 
+import logging
 import sys
 import time
 
@@ -103,4 +104,5 @@ def worker(concurrency: int | None) -> None:
 
     app = current_app._get_current_object()
     schema.upgrade_once()  # a worker may start before any web instance has migrated
+    logging.getLogger().setLevel(logging.INFO)  # alembic's logging config lowered it
     queue_worker.run(app, concurrency or app.config["MAX_CONCURRENT_JOBS"])
