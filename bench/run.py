@@ -2,7 +2,7 @@
 
     python -m bench.run [--only poll_closed,poll_open,...] [--quick] [--no-profile]
 
-Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, submit, memory.
+Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, submit, memory, scale.
 Every figure is reported beside a baseline measured in the same run, as a ratio. The raw
 numbers go to bench/logs/results.json, server logs to bench/logs/*.log.
 """
@@ -23,7 +23,16 @@ from pathlib import Path
 from . import wrk
 from .common import LOGS, ROOT, Database, log, raise_fd_limit
 
-ALL = ("singleflight", "poll_closed", "poll_parts", "poll_open", "recovery", "submit", "memory")
+ALL = (
+    "singleflight",
+    "poll_closed",
+    "poll_parts",
+    "poll_open",
+    "recovery",
+    "submit",
+    "memory",
+    "scale",
+)
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
 
@@ -164,6 +173,10 @@ def _run_one(name: str, db: Database, quick: bool) -> dict:
         from . import memory
 
         return memory.run(db)
+    if name == "scale":
+        from . import scale
+
+        return scale.run(db, n=40 if quick else 100, duration=3 if quick else 5)
     raise ValueError(name)
 
 
