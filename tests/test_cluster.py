@@ -121,6 +121,20 @@ def test_a_queued_job_waits_for_a_free_worker_longer_than_the_lease(
     assert ledger_check(database_url).returncode == 0
 
 
+def test_a_worker_runs_as_many_jobs_at_once_as_it_has_slots(live, live_worker, sql):
+    slots = (os.cpu_count() or 1) + 6  # more than the event loop's default thread pool
+    server = live(**QUEUE)
+    live_worker(MAX_CONCURRENT_JOBS=str(slots), ASSESSMENT_WORK_SECONDS="30")
+    for n in range(slots):
+        user = User(server)
+        user.signup(f"slot-{n}@example.com")
+        job_id_of(user.submit())
+
+    wait_for(
+        lambda: sql("SELECT count(*) FROM assessment_jobs WHERE status = 'running'") == [(slots,)]
+    )
+
+
 def test_sigterm_settles_a_workers_jobs_before_it_exits(live, live_worker, sql, database_url):
     # A lease far longer than the test: only the worker's own shutdown can settle the job.
     slow = {"ASSESSMENT_WORK_SECONDS": "60", "JOB_LEASE_SECONDS": "600"}

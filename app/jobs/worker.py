@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from flask import Flask
 from procrastinate.worker import Worker
@@ -68,6 +69,12 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             told.set()
 
         loop = asyncio.get_running_loop()
+        # procrastinate runs a sync task on the loop's default executor, which holds only
+        # cpu_count + 4 threads: a job beyond them would be taken from the queue and then
+        # wait unstarted. One thread per job slot, and one for waiting on the settling.
+        loop.set_default_executor(
+            ThreadPoolExecutor(max_workers=concurrency + 1, thread_name_prefix="queue-job")
+        )
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
         async with queue.open_async():
