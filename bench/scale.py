@@ -13,6 +13,7 @@
     python -m bench.scale [--n 100] [--backlog 200] [--duration 5]
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from .common import (
     users_with_running_jobs,
 )
 
-NO_WORK = {"ASSESSMENT_WORK_SECONDS": "0", "MAX_QUEUED_JOBS": "100000"}
+NO_WORK = {"ASSESSMENT_WORK_SECONDS": "0", "MAX_QUEUED_JOBS": "100000", "SIGNUP_POINTS": "100000"}
 
 
 def truncate(db: Database) -> None:
@@ -90,48 +91,42 @@ def submit_latency(db: Database, n: int) -> dict:
 
 
 def backlog(db: Database, k: int) -> None:
-    """Defer k no-work jobs for k users, through the product's own enqueue."""
-    from app import create_app
-    from app.config import sqlalchemy_url
-    from app.extensions import db as sa
+    """Insert k no-work jobs for k users and defer them all in one transaction.
 
-    app = create_app(
-        {
-            "SQLALCHEMY_DATABASE_URI": sqlalchemy_url(db.url),
-            "JOB_EXECUTOR": "procrastinate",
-            "MAX_QUEUED_JOBS": k + 1,
-        }
-    )
-    with db.connect() as conn:
-        ids = [
-            row[0]
-            for row in conn.execute(
-                "INSERT INTO users (email, password_hash, point_balance)"
-                " SELECT 'backlog' || i || '@bench.example', 'x', 1 FROM generate_series(1, %s) i"
-                " RETURNING id",
-                (k,),
-            )
-        ]
+    One commit: both workers are told at the same moment, so the drain rate is theirs,
+    not the order in which they started.
+    """
+    from app.assessment import resolve_place
+
+    area = json.dumps(resolve_place("札幌市").to_dict(), ensure_ascii=False)
+    with db.connect() as conn, conn.transaction():
         conn.execute(
-            "INSERT INTO point_ledger (user_id, kind, amount, reason)"
-            " SELECT id, 'grant', 1, 'bench' FROM users WHERE id = ANY(%s)",
-            (ids,),
+            "WITH u AS (INSERT INTO users (email, password_hash, point_balance)"
+            "   SELECT 'backlog' || i || '@bench.example', 'x', 1 FROM generate_series(1, %s) i"
+            "   RETURNING id)"
+            " INSERT INTO point_ledger (user_id, kind, amount, reason)"
+            " SELECT id, 'grant', 1, 'bench' FROM u",
+            (k,),
         )
-    with app.app_context():
-        executor = app.extensions["executor"]
-        for user_id in ids:
-            executor.enqueue(user_id, "札幌市", "en", {"code": "01100"})
-        sa.engine.dispose()
+        conn.execute(
+            "WITH j AS (INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
+            "   SELECT id, '札幌市', 'en', %s::jsonb, 'Waiting to start' FROM users"
+            "   WHERE email LIKE 'backlog%%' RETURNING id)"
+            " SELECT procrastinate_defer_jobs_v1(array_agg(ROW('assessments', 'assess', 0,"
+            "   NULL, NULL, jsonb_build_object('job_id', j.id::text), NULL)"
+            "   ::procrastinate_job_to_defer_v1)) FROM j",
+            (area,),
+        )
 
 
 def started_per_second(db: Database, k: int) -> dict:
     out = {}
     for workers in (1, 2):
         truncate(db)
-        backlog(db, k)
         with contextmanager_all(
             [worker(db, f"scale-drain-{i}", **NO_WORK) for i in range(workers)]
         ):
+            backlog(db, k)
             deadline = time.monotonic() + 120
             while (
                 db.scalar("SELECT count(*) FROM assessment_jobs WHERE started_at IS NOT NULL") < k
@@ -185,7 +180,7 @@ def poll_throughput(db: Database, duration: float) -> dict:
 
 
 CHILD = """
-import sys, threading, time, urllib.request
+import json, sys, threading, time, urllib.request
 from app import create_app
 from app.config import sqlalchemy_url
 app = create_app({"SQLALCHEMY_DATABASE_URI": sqlalchemy_url(sys.argv[1]),
@@ -195,7 +190,7 @@ start = float(sys.argv[4])
 def ask():
     while time.time() < start:
         time.sleep(0.001)
-    cache.get(("flood", "k"), lambda: urllib.request.urlopen(sys.argv[3], timeout=10).read())
+    cache.get(("flood", "k"), lambda: json.load(urllib.request.urlopen(sys.argv[3], timeout=10)))
 threads = [threading.Thread(target=ask) for _ in range(25)]
 [t.start() for t in threads]
 [t.join() for t in threads]
