@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test chromium bench lint clean
+.PHONY: run cluster test chaos chromium bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,20 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
 
+# Two web instances (ports 8000 and 8001) and two queue workers from the Procfile, on the
+# same database; each process migrates under one lock, Ctrl-C stops (and settles) them all.
+cluster: $(VENV)/.installed
+	JOB_EXECUTOR=procrastinate $(BIN)/honcho -f Procfile start
+
 test: $(VENV)/.installed chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Not part of `make test`: the kill-a-random-process trials of tests/test_cluster.py, many
+# times over (CHAOS_TRIALS, default 20), on 127.0.0.1 only, stopped after 20 minutes at most.
+CHAOS_TRIALS ?= 20
+chaos: $(VENV)/.installed
+	CHAOS_TRIALS=$(CHAOS_TRIALS) timeout 1200 $(BIN)/python -m pytest -q tests/test_cluster.py \
+		-k killing $(PYTEST_ARGS)
 
 # Browser tests drive Debian's chromium (never Playwright's own download), with a Japanese
 # font so reports render in screenshots. As root they are installed when missing;

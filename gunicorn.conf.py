@@ -7,7 +7,9 @@ import signal
 import sys
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
-workers = 1  # jobs live in this one process; more workers would need a shared runner
+# One worker by default. More (WEB_CONCURRENCY) are safe in either executor: with threads
+# each process keeps its own slots and settles its own jobs; with the queue, workers run them.
+workers = int(os.environ.get("WEB_CONCURRENCY", "1"))
 worker_class = "gthread"
 threads = int(os.environ.get("GUNICORN_THREADS", "8"))
 graceful_timeout = 20
@@ -20,16 +22,14 @@ control_socket_disable = True  # several servers (tests, benchmarks) run side by
 
 
 def on_starting(server):
-    """Start the embedded PostgreSQL when DATABASE_URL is unset, then migrate."""
-    from flask_migrate import upgrade
-
-    from app import create_app, embedded
+    """Start the embedded PostgreSQL when DATABASE_URL is unset, then migrate (once)."""
+    from app import create_app, embedded, schema
     from app.extensions import db
 
     embedded.database_url()  # exported to the worker through the environment
     app = create_app()
     with app.app_context():
-        upgrade()
+        schema.upgrade_once()  # several instances may start at the same moment
         db.engine.dispose()  # the forked worker must not inherit the master's connections
     # Build the place index once here: every worker forked later shares it, so a
     # restarted worker answers at once instead of after a second of indexing.

@@ -65,11 +65,18 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["runner"] = Runner(
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
     )
+    app.extensions["executor"] = _executor(app)
     app.extensions["housekeeping"] = housekeeping.throttles()
     app.extensions["layer_provider"] = make_provider(app.config)
     app.extensions["layer_cache"] = SingleFlightCache(
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
+    if _shared_layer_cache(app):
+        from .sharedflight import SharedSingleFlightCache
+
+        app.extensions["layer_cache"] = SharedSingleFlightCache(
+            app, app.extensions["layer_cache"], app.config["LAYER_CACHE_TTL_SECONDS"]
+        )
 
     from .web import assessments, auth, cli, errors, headers, health, main, support
 
@@ -86,3 +93,26 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     app.wsgi_app = LivePoll(app, app.wsgi_app)
     return app
+
+
+def _executor(app: Flask):
+    """Return the executor JOB_EXECUTOR names: this process's threads, or the queue."""
+    from .jobs import pipeline
+    from .jobs.executor import ThreadExecutor
+
+    name = app.config["JOB_EXECUTOR"]
+    if name == "thread":
+        return ThreadExecutor(app.extensions["runner"], pipeline.run)
+    if name == "procrastinate":
+        from .jobs.procrastinate_executor import ProcrastinateExecutor
+
+        return ProcrastinateExecutor(app.config["MAX_QUEUED_JOBS"])
+    raise ValueError(f"JOB_EXECUTOR must be thread or procrastinate, not {name!r}")
+
+
+def _shared_layer_cache(app: Flask) -> bool:
+    """Share upstream answers across processes: on, off, or auto (with the queue)."""
+    setting = app.config["SHARED_LAYER_CACHE"]
+    if setting not in ("auto", "on", "off"):
+        raise ValueError(f"SHARED_LAYER_CACHE must be auto, on or off, not {setting!r}")
+    return setting == "on" or (setting == "auto" and app.config["JOB_EXECUTOR"] == "procrastinate")

@@ -24,6 +24,8 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "JOB_HEARTBEAT_SECONDS": (float, 10),
     "JOB_MAX_RUNTIME_SECONDS": (float, 900),
     "MAX_CONCURRENT_JOBS": (int, 8),
+    "JOB_EXECUTOR": (str, "thread"),
+    "MAX_QUEUED_JOBS": (int, 16),
     "SIGNUP_POINTS": (int, 3),
     "ASSESSMENT_WORK_SECONDS": (float, 30),
     "POLL_INTERVAL_SECONDS": (float, 2),
@@ -43,6 +45,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     ),
     "LAYER_CACHE_TTL_SECONDS": (float, 300),
     "LAYER_CACHE_SIZE": (int, 4096),
+    "SHARED_LAYER_CACHE": (str, "auto"),
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
     # How often stale jobs of all users are reaped and refunded; unset: JOB_LEASE_SECONDS.

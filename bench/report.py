@@ -289,14 +289,17 @@ def render(r: dict) -> str:
     elif sb:
         ours = _get(sb, "ours", "post_to_running", default={})
         rq = sb.get("rq_simple", {})
+        floor = _get(sb, "floor", "post_to_running", default={})
+        # Measured against the design's own floor: a Redis queue is not the step up
+        # (the queue executor, bench/scale.py, keeps job state in the ledger's database).
         row(
             "5a",
             f"POST /assessments -> running, median (n={ours.get('n')})",
             _n(ours.get("median_ms"), 2, " ms"),
-            f"RQ SimpleWorker enqueue -> start {_n(rq.get('median_ms'), 2, ' ms')}",
-            _n(_safe_div(ours.get("median_ms"), rq.get("median_ms")), 2, "x"),
-            "below RQ SimpleWorker",
-            _ok(rq.get("median_ms"), lambda v: ours.get("median_ms", math.inf) < v),
+            f"the design's floor {_n(floor.get('median_ms'), 2, ' ms')}",
+            _n(_safe_div(ours.get("median_ms"), floor.get("median_ms")), 2, "x"),
+            "(no target)",
+            None,
         )
         row(
             "5b",
@@ -373,6 +376,49 @@ def render(r: dict) -> str:
             _n(_safe_div(rss, base), 2, "x"),
             "<= 100 MiB",
             _ok(_mib(rss), lambda v: v <= 100),
+        )
+    sc = r.get("scale", {})
+    if "error" in sc:
+        row("8", "scale", sc["error"], "", "", "", None)
+    elif sc:
+        sub, started, poll, misses = (
+            sc.get(k, {}) for k in ("submit", "started", "poll", "misses")
+        )
+        row(
+            "8a",
+            "POST -> running, median, JOB_EXECUTOR=procrastinate (1 worker)",
+            _n(_get(sub, "procrastinate", "median_ms"), 2, " ms"),
+            f"thread {_n(_get(sub, 'thread', 'median_ms'), 2, ' ms')}",
+            _n(sub.get("ratio_median"), 2, "x"),
+            "",
+            None,
+        )
+        row(
+            "8b",
+            "queued jobs started per second, 2 workers",
+            _n(_get(started, "2_workers", "per_second"), 0, "/s"),
+            f"1 worker {_n(_get(started, '1_workers', 'per_second'), 0, '/s')}",
+            _n(started.get("ratio"), 2, "x"),
+            "",
+            None,
+        )
+        row(
+            "8c",
+            "status fragment, closed loop, 2 web instances, req/s",
+            _n(poll.get("2_instances_rps"), 0),
+            f"1 instance {_n(poll.get('1_instance_rps'), 0)}",
+            _n(poll.get("ratio"), 2, "x"),
+            "",
+            None,
+        )
+        row(
+            "8d",
+            "upstream calls per 100 concurrent misses over 4 processes, shared cache",
+            _n(misses.get("shared_on"), 0),
+            f"in-process cache only {_n(misses.get('shared_off'), 0)}",
+            "",
+            "1",
+            _ok(misses.get("shared_on"), lambda v: v == 1),
         )
     out += rows
     out += ["", *_details(r), ""]

@@ -3,7 +3,7 @@
     python -m bench.run [--only poll_closed,poll_open,...] [--quick] [--no-profile]
 
 Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, outage, submit,
-memory, places.
+memory, places, scale.
 Every figure is reported beside a baseline measured in the same run, as a ratio. The raw
 numbers go to bench/logs/results.json, server logs to bench/logs/*.log.
 """
@@ -34,6 +34,7 @@ ALL = (
     "submit",
     "memory",
     "places",
+    "scale",
 )
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
@@ -183,6 +184,10 @@ def _run_one(name: str, db: Database, quick: bool) -> dict:
         from . import places
 
         return places.run(quick)
+    if name == "scale":
+        from . import scale
+
+        return scale.run(db, n=40 if quick else 100, duration=3 if quick else 5)
     raise ValueError(name)
 
 

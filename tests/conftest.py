@@ -83,7 +83,8 @@ def truncate(url: str) -> None:
     """Empty every table and reset the housekeeping clock."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "TRUNCATE users, point_ledger, assessment_jobs, incidents RESTART IDENTITY CASCADE"
+            "TRUNCATE users, point_ledger, assessment_jobs, incidents,"
+            " procrastinate_jobs, procrastinate_workers, layer_cache RESTART IDENTITY CASCADE"
         )
         conn.execute("UPDATE housekeeping SET last_run_at = NULL")
 
@@ -315,3 +316,20 @@ def proxied_live(database_url, db_proxy, tmp_path):
     yield start
     for s in started:
         s.stop()
+
+
+@pytest.fixture
+def live_worker(database_url, tmp_path):
+    """Start real queue workers (flask worker) on the test database; stop them after the test."""
+    from tests.live import Worker
+
+    workers = []
+
+    def start(**env):
+        worker = Worker(database_url, tmp_path / f"worker-{len(workers)}.log", **env)
+        workers.append(worker.start())
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()

@@ -124,3 +124,49 @@ class User:
         status = re.search(r'data-status="([^"]*)"', html).group(1)
         billing = re.search(r'data-billing="([^"]*)"', html).group(1)
         return status, billing, "hx-trigger" not in html, html
+
+
+class Worker:
+    """flask --app wsgi worker: a procrastinate worker process against the test database."""
+
+    def __init__(self, database_url: str, log_path: Path, **env: str):
+        self.env = {
+            **os.environ,
+            **FAST,
+            "JOB_EXECUTOR": "procrastinate",
+            **env,
+            "DATABASE_URL": database_url,
+        }
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def start(self, timeout: float = 30) -> "Worker":
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "wsgi", "worker"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while b"Starting worker on" not in self.log_path.read_bytes():
+            assert self.proc.poll() is None, f"the worker exited; see {self.log_path}"
+            assert time.monotonic() < deadline, f"worker not ready; see {self.log_path}"
+            time.sleep(0.05)
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.log.close()

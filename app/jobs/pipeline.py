@@ -11,7 +11,8 @@ from .. import dbretry, failpoints
 from ..assessment import Area, ProviderError, Stopped, resolve_place, run_assessment
 from ..points import ledger
 from . import transitions, views
-from .runner import Runner, RunnerBusy
+from .executor import Executor
+from .runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -39,30 +40,16 @@ def submit(
     if not confirmed and (reports := views.finished_reports(user_id, area.code)):
         same = next((r for r in reports if r.lang == lang), reports[0])
         raise AlreadyReported(same.id, same.lang)
-    # The row goes in before the slot is taken, so the one-in-flight index answers
-    # first: a double click is always a 409, never a 503 that depends on timing.
+    executor: Executor = current_app.extensions["executor"]
     try:
-        job_id = transitions.create(user_id, query, lang, area.to_dict(), generation)
+        return executor.enqueue(user_id, query, lang, area.to_dict(), generation)
     except transitions.AssessmentInFlight as exc:
         # The job in the way may be an orphan of a crash that nobody has polled since:
         # settle it the way a poll would, and if that frees the user, try once more.
         in_the_way = views.view(exc.job_id, user_id) if exc.job_id else None
         if in_the_way is None or in_the_way.status in ("pending", "running"):
             raise
-        job_id = transitions.create(user_id, query, lang, area.to_dict(), generation)
-    runner: Runner = current_app.extensions["runner"]
-    try:
-        runner.reserve()
-    except RunnerBusy:
-        transitions.discard_unstarted(job_id)  # busy means nothing created, nothing charged
-        raise
-    try:
-        failpoints.hit("after_insert")
-    except BaseException:
-        runner.release()
-        raise
-    runner.start(job_id, run)
-    return job_id
+        return executor.enqueue(user_id, query, lang, area.to_dict(), generation)
 
 
 def run(job_id: uuid.UUID, stop: threading.Event) -> None:

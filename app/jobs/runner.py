@@ -5,11 +5,12 @@ database row, not this object, is the job's state; the runner only knows which j
 live in this process so it can keep their heartbeat fresh and settle them on exit.
 """
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from flask import Flask
 
@@ -83,6 +84,26 @@ class Runner:
             with self._lock:
                 self._live.pop(job_id, None)
             self._slots.release()
+
+    @contextlib.contextmanager
+    def track(self, job_id: uuid.UUID) -> Iterator[threading.Event]:
+        """Count a job run on another owner's thread as living here; yield its stop signal.
+
+        For a queue worker's threads: the job gets the same heartbeat, the same stop
+        signal when its row stops running, and the same settling at shutdown. The stop
+        signal is already set when this process is shutting down.
+        """
+        stop = threading.Event()
+        with self._lock:
+            if self._closing:
+                stop.set()
+            self._live[job_id] = stop
+        self._ensure_heartbeat()
+        try:
+            yield stop
+        finally:
+            with self._lock:
+                self._live.pop(job_id, None)
 
     def wait(self, timeout: float) -> bool:
         """Wait until no job lives in this process; False if some still run after timeout."""

@@ -1,5 +1,7 @@
-"""flask commands: grant points, create a support user, check the ledger and providers, sweep."""
+"""flask commands: grant points, create a support user, check the ledger and providers,
+sweep, work."""
 
+import logging
 import sys
 import time
 
@@ -21,6 +23,7 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(ledger_check)
     app.cli.add_command(sweep)
     app.cli.add_command(providers_check)
+    app.cli.add_command(worker)
 
 
 @click.command("grant-points")
@@ -105,3 +108,17 @@ def providers_check() -> None:
         click.echo(f"{each.name}: {answer} ({elapsed_ms:.0f} ms)")
     if failed:
         sys.exit(1)
+
+
+@click.command("worker")
+@with_appcontext
+@click.option("--concurrency", type=int, default=None, help="jobs at once [MAX_CONCURRENT_JOBS]")
+def worker(concurrency: int | None) -> None:
+    """Run queued assessments (JOB_EXECUTOR=procrastinate) until SIGTERM or Ctrl-C."""
+    from .. import schema
+    from ..jobs import worker as queue_worker
+
+    app = current_app._get_current_object()
+    schema.upgrade_once()  # a worker may start before any web instance has migrated
+    logging.getLogger().setLevel(logging.INFO)  # alembic's logging config lowered it
+    queue_worker.run(app, concurrency or app.config["MAX_CONCURRENT_JOBS"])

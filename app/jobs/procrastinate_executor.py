@@ -1,0 +1,134 @@
+"""The queue executor: jobs deferred to procrastinate in the submit's own transaction.
+
+Submit inserts the pending row and defers its task in one transaction, under a lock
+that admits at most MAX_QUEUED_JOBS jobs waiting or running across every process: no
+row without its task, no task without its row, nothing charged when the queue is full.
+A worker (worker.py) runs the task, which is pipeline.run exactly as on a thread:
+the same start-and-charge, heartbeat, conditional finish, reaper and finalizer.
+Procrastinate never retries it: a job that died is refunded by the reaper, not re-run.
+"""
+
+import json
+import logging
+import uuid
+from typing import Any
+
+import procrastinate
+from flask import Flask
+from psycopg.errors import UniqueViolation
+from psycopg.rows import namedtuple_row
+from sqlalchemy.engine import make_url
+
+from .. import failpoints
+from ..extensions import db
+from . import pipeline, transitions
+from .runner import SHUTDOWN_MESSAGE, Runner, RunnerBusy
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "assess"
+QUEUE = "assessments"
+# pg_advisory_xact_lock key held by a submit from its count to its commit ("HZPT").
+ADMISSION_LOCK = 0x485A5054
+
+
+class QueueFull(RunnerBusy):
+    """As many jobs as MAX_QUEUED_JOBS are waiting or running: try again shortly."""
+
+
+IN_FLIGHT_COUNT_SQL = "SELECT count(*) FROM assessment_jobs WHERE status IN ('pending', 'running')"
+# procrastinate's own defer function, so the task row is written by this transaction.
+DEFER_SQL = (
+    "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW("
+    " %(queue)s, %(task)s, 0, NULL, NULL, %(args)s::jsonb, NULL"
+    ")::procrastinate_job_to_defer_v1]))"
+)
+
+
+class ProcrastinateExecutor:
+    """Defer each job to procrastinate's queue in the transaction that inserts its row."""
+
+    name = "procrastinate"
+
+    def __init__(self, max_queued: int):
+        self.max_queued = max_queued
+
+    def enqueue(
+        self, user_id: int, query: str, lang: str, area: dict[str, Any], generation: int
+    ) -> uuid.UUID:
+        """Insert the job and defer its task in one transaction, or raise having written nothing."""
+        params = {
+            "u": user_id,
+            "g": generation,
+            "q": query,
+            "l": lang,
+            "a": transitions._json(area),
+        }
+        conn = db.engine.raw_connection()
+        try:
+            pg = conn.driver_connection
+            pg.autocommit = True  # the transaction below is explicit: BEGIN ... COMMIT
+            try:
+                with pg.transaction(), pg.cursor(row_factory=namedtuple_row) as cur:
+                    # Held to the commit: submits count and insert one at a time, so
+                    # two of them can never both see room for one more job.
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (ADMISSION_LOCK,))
+                    cur.execute(transitions._compiled(transitions.CREATE_SQL), params)
+                    row = cur.fetchone()
+                    if row is None:
+                        raise transitions.NotEnoughPoints()
+                    cur.execute(IN_FLIGHT_COUNT_SQL)  # this job included
+                    if cur.fetchone()[0] > self.max_queued:
+                        raise QueueFull()
+                    failpoints.hit("after_insert")
+                    cur.execute(
+                        DEFER_SQL,
+                        {"queue": QUEUE, "task": TASK_NAME, "args": _args(row.id)},
+                    )
+            finally:
+                pg.autocommit = False
+        except UniqueViolation as exc:
+            if exc.diag.constraint_name == transitions.IN_FLIGHT_INDEX:
+                raise transitions.AssessmentInFlight(transitions.in_flight_job(user_id)) from exc
+            raise
+        finally:
+            conn.close()
+        return row.id
+
+
+def _args(job_id: uuid.UUID) -> str:
+    return json.dumps({"job_id": str(job_id)})
+
+
+def run_task(app: Flask, job_id: str) -> None:
+    """Run one deferred job as the thread executor would; a settled job is left alone."""
+    job = uuid.UUID(job_id)
+    with app.app_context():
+        runner: Runner = app.extensions["runner"]
+        with runner.track(job) as stop:
+            if stop.is_set():  # this worker is stopping: the job never starts, never charges
+                transitions.fail_and_settle(job, transitions.INTERRUPTED, SHUTDOWN_MESSAGE)
+                return
+            # pipeline.run moves it pending -> running only if it is still pending: a
+            # task whose row was reaped or settled meanwhile does nothing.
+            pipeline.run(job, stop)
+
+
+def libpq_url(app: Flask) -> str:
+    """Return the app's database URL as libpq reads it (no SQLAlchemy driver name)."""
+    url = make_url(app.config["SQLALCHEMY_DATABASE_URI"]).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+def queue_app(app: Flask) -> procrastinate.App:
+    """Return a procrastinate app on the same database with the assessment task registered."""
+    queue = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=libpq_url(app), max_size=4)
+    )
+
+    # retry=False: a failed or stalled paid job is refunded by the reaper, never re-run.
+    @queue.task(name=TASK_NAME, queue=QUEUE, retry=False)
+    def assess(job_id: str) -> None:
+        run_task(app, job_id)
+
+    return queue

@@ -1,0 +1,117 @@
+"""A queue worker process: procrastinate runs the deferred jobs, we settle them on SIGTERM.
+
+The worker holds the same Runner as a web process, used only for its bookkeeping: the
+jobs it runs get the runner's heartbeat and stop signal, and on SIGTERM or SIGINT the
+runner fails and settles them (INTERRUPTED, refunded) before the process exits.
+"""
+
+import asyncio
+import atexit
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from flask import Flask
+from procrastinate.worker import Worker
+from sqlalchemy import text
+
+from ..extensions import db
+from .procrastinate_executor import QUEUE, TASK_NAME, queue_app
+from .runner import Runner
+
+log = logging.getLogger(__name__)
+
+# A queued job's row is kept fresh while a worker lives, so it waits in the queue instead
+# of being reaped after one lease; with no worker left, it is reaped (nothing was charged).
+KEEP_QUEUED_SQL = text(
+    "UPDATE assessment_jobs j SET heartbeat_at = now() FROM procrastinate_jobs q"
+    " WHERE q.task_name = :task AND q.status = 'todo' AND j.status = 'pending'"
+    " AND j.id = (q.args->>'job_id')::uuid"
+)
+
+
+def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
+    """Run jobs from the queue until told to stop; settle the running ones, then exit."""
+    queue = queue_app(app)
+    runner: Runner = app.extensions["runner"]
+    stopping = threading.Event()
+    settled = threading.Thread(target=runner.shutdown, name="settle-at-stop")
+
+    def keep_queued() -> None:
+        while not stopping.wait(app.config["JOB_HEARTBEAT_SECONDS"]):
+            try:
+                with app.app_context():
+                    db.session.execute(KEEP_QUEUED_SQL, {"task": TASK_NAME})
+                    db.session.commit()
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease covers it
+                log.exception("could not keep queued jobs fresh")
+
+    async def main() -> None:
+        worker = Worker(
+            queue,
+            queues=[QUEUE],
+            concurrency=concurrency,
+            install_signal_handlers=False,
+            shutdown_graceful_timeout=graceful_seconds,
+        )
+        told = asyncio.Event()
+
+        def stop() -> None:
+            if stopping.is_set():
+                return
+            stopping.set()
+            log.warning("stopping: settling this worker's jobs, then exiting")
+            worker.stop()  # fetch nothing more
+            settled.start()  # off the event loop: it waits on the database
+            told.set()
+
+        loop = asyncio.get_running_loop()
+        # procrastinate runs a sync task on the loop's default executor, which holds only
+        # cpu_count + 4 threads: a job beyond them would be taken from the queue and then
+        # wait unstarted. One thread per job slot, and one for waiting on the settling.
+        loop.set_default_executor(
+            ThreadPoolExecutor(max_workers=concurrency + 1, thread_name_prefix="queue-job")
+        )
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        async with queue.open_async():
+            running = asyncio.create_task(worker.run())
+            await asyncio.wait(
+                [running, asyncio.create_task(told.wait())], return_when=asyncio.FIRST_COMPLETED
+            )
+            if running.done():
+                running.result()
+                return
+            await asyncio.to_thread(settled.join)
+            # The jobs are settled; give procrastinate a moment to record its own end,
+            # but not the minutes an abandoned job's thread may still sleep.
+            await asyncio.wait([running], timeout=graceful_seconds)
+            if not running.done():
+                _exit(0)
+
+    threading.Thread(target=keep_queued, name="keep-queued", daemon=True).start()
+    code = 0
+    try:
+        asyncio.run(main())
+    except BaseException:  # noqa: BLE001 - the jobs are settled below whatever happened
+        log.exception("worker stopped by an error")
+        code = 1
+    stopping.set()
+    if settled.ident is None:
+        settled.start()
+    settled.join()
+    _exit(code)
+
+
+def _exit(code: int) -> None:
+    # Every job of this worker is settled in the database. What is left are the
+    # abandoned jobs' threads (a fetch may sleep for minutes), which the interpreter
+    # would join: nothing in them matters any more, so leave now, after the exit hooks
+    # (the embedded PostgreSQL stops with the last process that uses it).
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

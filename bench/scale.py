@@ -1,0 +1,261 @@
+"""Outgrowing one process: the queue executor against the thread executor, measured.
+
+- submit: POST /assessments -> running (bench/submit.py's measure), JOB_EXECUTOR=thread
+  vs procrastinate with one worker; the jobs do no work.
+- started: jobs started per second by 1 and by 2 queue workers (8 jobs each at a time)
+  draining the same backlog of deferred no-work jobs; from the first start to the last,
+  on the database clock.
+- poll: the status fragment's closed-loop throughput (wrk) on 1 web instance vs 2
+  instances side by side (half the connections each, summed), 32 running jobs.
+- misses: upstream calls per 100 concurrent misses of one key over 4 processes (25
+  threads each), with SHARED_LAYER_CACHE=on vs off (the in-process cache alone).
+
+    python -m bench.scale [--n 100] [--backlog 200] [--duration 5]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import submit, wrk
+from .common import (
+    BIN,
+    LOGS,
+    ROOT,
+    SERVER_ENV,
+    Database,
+    Server,
+    run_alone,
+    users_with_running_jobs,
+)
+
+NO_WORK = {"ASSESSMENT_WORK_SECONDS": "0", "MAX_QUEUED_JOBS": "100000", "SIGNUP_POINTS": "100000"}
+
+
+def truncate(db: Database) -> None:
+    db.truncate()
+    with db.connect() as conn:
+        if conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()[0]:
+            conn.execute("TRUNCATE procrastinate_jobs, procrastinate_workers, layer_cache CASCADE")
+
+
+@contextmanager
+def worker(db: Database, name: str, **env: str) -> Iterator[subprocess.Popen]:
+    """A `flask --app wsgi worker` process (JOB_EXECUTOR=procrastinate) until the block ends."""
+    log_path = LOGS / f"{name}.log"
+    log_path.unlink(missing_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "wsgi", "worker"],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                **SERVER_ENV,
+                "JOB_EXECUTOR": "procrastinate",
+                **env,
+                "DATABASE_URL": db.url,
+            },
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while b"Starting worker on" not in log_path.read_bytes():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"worker did not start; see {log_path}")
+                time.sleep(0.05)
+            yield proc
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def submit_latency(db: Database, n: int) -> dict:
+    out = {}
+    for executor in ("thread", "procrastinate"):
+        truncate(db)
+        with Server(db.url, f"scale-submit-{executor}", JOB_EXECUTOR=executor, **NO_WORK) as srv:
+            if executor == "thread":
+                out[executor] = submit.ours(srv, db, n, warmup=5)["post_to_running"]
+            else:
+                with worker(db, "scale-submit-worker", **NO_WORK):
+                    out[executor] = submit.ours(srv, db, n, warmup=5)["post_to_running"]
+    out["ratio_median"] = out["procrastinate"]["median_ms"] / out["thread"]["median_ms"]
+    return out
+
+
+def backlog(db: Database, k: int) -> None:
+    """Insert k no-work jobs for k users and defer them all in one transaction.
+
+    One commit: both workers are told at the same moment, so the drain rate is theirs,
+    not the order in which they started.
+    """
+    from app.assessment import resolve_place
+
+    area = json.dumps(resolve_place("札幌市").to_dict(), ensure_ascii=False)
+    with db.connect() as conn, conn.transaction():
+        conn.execute(
+            "WITH u AS (INSERT INTO users (email, password_hash, point_balance)"
+            "   SELECT 'backlog' || i || '@bench.example', 'x', 1 FROM generate_series(1, %s) i"
+            "   RETURNING id)"
+            " INSERT INTO point_ledger (user_id, kind, amount, reason)"
+            " SELECT id, 'grant', 1, 'bench' FROM u",
+            (k,),
+        )
+        conn.execute(
+            "WITH j AS (INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
+            "   SELECT id, '札幌市', 'en', %s::jsonb, 'Waiting to start' FROM users"
+            "   WHERE email LIKE 'backlog%%' RETURNING id)"
+            " SELECT procrastinate_defer_jobs_v1(array_agg(ROW('assessments', 'assess', 0,"
+            "   NULL, NULL, jsonb_build_object('job_id', j.id::text), NULL)"
+            "   ::procrastinate_job_to_defer_v1)) FROM j",
+            (area,),
+        )
+
+
+def started_per_second(db: Database, k: int) -> dict:
+    out = {}
+    for workers in (1, 2):
+        truncate(db)
+        with contextmanager_all(
+            [worker(db, f"scale-drain-{i}", **NO_WORK) for i in range(workers)]
+        ):
+            backlog(db, k)
+            deadline = time.monotonic() + 120
+            while (
+                db.scalar("SELECT count(*) FROM assessment_jobs WHERE started_at IS NOT NULL") < k
+            ):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the backlog was not drained in 120 s")
+                time.sleep(0.1)
+        span = db.scalar(
+            "SELECT extract(epoch FROM max(started_at) - min(started_at)) FROM assessment_jobs"
+        )
+        out[f"{workers}_workers"] = {
+            "jobs": k,
+            "seconds": float(span),
+            "per_second": k / float(span),
+        }
+    out["ratio"] = out["2_workers"]["per_second"] / out["1_workers"]["per_second"]
+    return out
+
+
+@contextmanager
+def contextmanager_all(managers):
+    entered = []
+    try:
+        for manager in managers:
+            entered.append(manager.__enter__())
+        yield entered
+    finally:
+        for manager in reversed(managers[: len(entered)]):
+            manager.__exit__(None, None, None)
+
+
+def poll_throughput(db: Database, duration: float) -> dict:
+    if not wrk.available():
+        return {"error": "wrk is not installed (apt-get install wrk)"}
+    truncate(db)
+    with Server(db.url, "scale-poll-a") as a, Server(db.url, "scale-poll-b") as b:
+        users = users_with_running_jobs(a, db, 32, "scalepoll")
+        lines = [(u.status_path, u.cookie) for u in users]
+        one = wrk.run(a.url, lines, duration, connections=16).rps
+        results: list[float] = []
+
+        def half(server: Server) -> None:
+            results.append(wrk.run(server.url, lines, duration, connections=8).rps)
+
+        threads = [threading.Thread(target=half, args=(s,)) for s in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return {"1_instance_rps": one, "2_instances_rps": sum(results), "ratio": sum(results) / one}
+
+
+CHILD = """
+import json, sys, threading, time, urllib.request
+from app import create_app
+from app.config import sqlalchemy_url
+app = create_app({"SQLALCHEMY_DATABASE_URI": sqlalchemy_url(sys.argv[1]),
+                  "SHARED_LAYER_CACHE": sys.argv[2]})
+cache = app.extensions["layer_cache"]
+start = float(sys.argv[4])
+def ask():
+    while time.time() < start:
+        time.sleep(0.001)
+    cache.get(("flood", "k"), lambda: json.load(urllib.request.urlopen(sys.argv[3], timeout=10)))
+threads = [threading.Thread(target=ask) for _ in range(25)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
+
+def misses(db: Database) -> dict:
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    class Upstream(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            with lock:
+                calls["n"] += 1
+            time.sleep(0.2)
+            body = b'"ok"'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{upstream.server_address[1]}/flood/k"
+    out = {}
+    try:
+        for setting in ("on", "off"):
+            truncate(db)
+            calls["n"] = 0
+            start = time.time() + 3  # every process imported and built by then
+            children = [
+                subprocess.Popen(
+                    [sys.executable, "-c", CHILD, db.url, setting, url, str(start)], cwd=ROOT
+                )
+                for _ in range(4)
+            ]
+            for child in children:
+                child.wait(60)
+            out[f"shared_{setting}"] = calls["n"]
+    finally:
+        upstream.shutdown()
+    return out
+
+
+def run(db: Database, n: int = 100, backlog: int = 200, duration: float = 5.0) -> dict:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    # The first server migrates the fresh database (procrastinate's schema included).
+    with Server(db.url, "scale-migrate"):
+        pass
+    out = {}
+    for name, measure in (
+        ("submit", lambda: submit_latency(db, n)),
+        ("started", lambda: started_per_second(db, backlog)),
+        ("poll", lambda: poll_throughput(db, duration)),
+        ("misses", lambda: misses(db)),
+    ):
+        try:
+            out[name] = measure()
+        except Exception as exc:  # noqa: BLE001 - one failed figure, the others go on
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
+if __name__ == "__main__":
+    run_alone(run, __doc__, n=100, backlog=200, duration=5.0)

@@ -1,0 +1,80 @@
+"""JOB_EXECUTOR=procrastinate in one process: row and task together, admission, the task."""
+
+import pytest
+
+from app import failpoints
+from app.jobs import procrastinate_executor, transitions
+from tests.conftest import job_id_from, signed_in
+
+QUEUE = {"JOB_EXECUTOR": "procrastinate"}
+
+
+def test_submit_inserts_the_job_and_its_task_together(make_app, sql):
+    app, client, actions = signed_in(make_app, **QUEUE)
+
+    job_id = job_id_from(actions.submit())
+
+    assert sql("SELECT status FROM assessment_jobs") == [("pending",)]
+    assert sql("SELECT task_name, queue_name, status, args->>'job_id' FROM procrastinate_jobs") == [
+        ("assess", "assessments", "todo", str(job_id))
+    ]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(0,)]
+
+
+def test_a_failure_between_insert_and_defer_leaves_neither(make_app, sql):
+    app, client, actions = signed_in(make_app, **QUEUE)
+    token = actions.token("/assessments/new")
+    failpoints.configure("after_insert=raise")
+
+    with pytest.raises(failpoints.FailpointError):
+        actions.submit(token=token)
+
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+    assert sql("SELECT count(*) FROM procrastinate_jobs") == [(0,)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+
+
+def test_a_full_queue_is_503_and_leaves_nothing_behind(make_app, sql):
+    app, client, first = signed_in(make_app, MAX_QUEUED_JOBS=1, **QUEUE)
+    job_id_from(first.submit())
+    _, _, second = signed_in(make_app, MAX_QUEUED_JOBS=1, **QUEUE)
+
+    busy = second.submit()
+
+    assert busy.status_code == 503
+    assert busy.headers["Retry-After"]
+    assert "Nothing was charged" in busy.get_data(as_text=True)
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+    assert sql("SELECT count(*) FROM procrastinate_jobs") == [(1,)]
+    assert sql("SELECT point_balance FROM users ORDER BY id") == [(3,), (3,)]
+
+
+def test_a_second_submit_is_409_even_when_the_queue_is_full(make_app):
+    app, client, actions = signed_in(make_app, MAX_QUEUED_JOBS=1, **QUEUE)
+    job_id_from(actions.submit())
+
+    assert actions.submit().status_code == 409
+
+
+def test_the_task_runs_the_job_through_the_same_transitions(make_app, sql):
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+
+    procrastinate_executor.run_task(app, str(job_id))
+
+    assert sql("SELECT status FROM assessment_jobs") == [("succeeded",)]
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
+    assert sql("SELECT point_balance FROM users") == [(2,)]
+
+
+def test_a_task_whose_job_is_settled_does_nothing(make_app, sql):
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    with app.app_context():
+        transitions.fail_and_settle(job_id, transitions.INTERRUPTED, "gone")
+
+    procrastinate_executor.run_task(app, str(job_id))  # delivered late, or twice
+
+    assert sql("SELECT status, error_code FROM assessment_jobs") == [("failed", "INTERRUPTED")]
+    assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
