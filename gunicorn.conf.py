@@ -2,15 +2,20 @@
 
 import gc
 import logging
+import math
 import os
 import signal
 import sys
+import threading
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
 workers = 1  # jobs live in this one process; more workers would need a shared runner
 worker_class = "gthread"
 threads = int(os.environ.get("GUNICORN_THREADS", "8"))
-graceful_timeout = 20
+# A SIGTERM first lets running jobs finish for DRAIN_SECONDS, then settles the rest: the
+# master's patience (it SIGKILLs the worker at this deadline) covers both.
+DRAIN_SECONDS = float(os.environ.get("DRAIN_SECONDS") or 0)
+graceful_timeout = 20 + math.ceil(DRAIN_SECONDS)
 timeout = 60
 # Longer than the job page's 2 s poll, so a browser's polls reuse one connection
 # instead of racing the server closing it (measured in bench/: retries and p99 tails).
@@ -42,7 +47,7 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """On SIGTERM, settle this worker's jobs first, then let gunicorn drain and exit.
+    """On SIGTERM, finish or settle this worker's jobs first, then let gunicorn drain and exit.
 
     gunicorn drains in-flight requests for up to graceful_timeout and the master
     SIGKILLs the worker at the same deadline, so settling only in worker_exit could
@@ -61,7 +66,20 @@ def post_worker_init(worker):
         runner.shutdown()
         drain(signum, frame)
 
-    signal.signal(signal.SIGTERM, settle_then_drain)
+    def finish_then_drain(signum, frame):
+        # The worker keeps serving while its jobs finish: pages and polls answer, a
+        # submit gets 503 + Retry-After. Only then does gunicorn stop accepting.
+        runner.stop_admitting()
+
+        def finish():
+            try:
+                runner.drain(DRAIN_SECONDS)
+            finally:
+                drain(signum, frame)
+
+        threading.Thread(target=finish, name="drain", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, finish_then_drain if DRAIN_SECONDS > 0 else settle_then_drain)
 
 
 def worker_exit(server, worker):

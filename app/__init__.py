@@ -66,6 +66,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.register_blueprint(module.bp)
     errors.init_app(app)
     cli.init_app(app)
+    from .web import ops
+
+    ops.init_app(app)
     from .web.poll import LivePoll
 
     app.wsgi_app = LivePoll(app, app.wsgi_app)

@@ -34,6 +34,7 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
     "FAILPOINTS": (str, ""),
+    "DRAIN_SECONDS": (float, 0),
 }
 
 

@@ -35,6 +35,7 @@ class Runner:
         self._lock = threading.Lock()
         self._live: dict[uuid.UUID, threading.Event] = {}  # job id -> its stop signal
         self._closing = False
+        self.draining = False  # read by the job page's poll: "finishing before a restart"
         self._heartbeat: threading.Thread | None = None
         self._wake = threading.Event()
         self.last_beat = 0.0  # monotonic start of the last heartbeat that reached the database
@@ -114,6 +115,20 @@ class Runner:
                     # A row that left pending/running was reaped or shut down: stop.
                     if job_id not in alive and (stop := self._live.get(job_id)) is not None:
                         stop.set()
+
+    def stop_admitting(self) -> None:
+        """Take no new job from here on (a submit gets 503); the running ones go on."""
+        with self._lock:
+            self._closing = True
+            self.draining = True
+
+    def drain(self, seconds: float) -> None:
+        """Let running jobs finish for up to seconds, then fail and settle the rest."""
+        self.stop_admitting()
+        if seconds > 0 and self.running_ids():
+            log.warning("draining: waiting up to %g s for %d job(s)", seconds, len(self._live))
+            self.wait(seconds)
+        self.shutdown()
 
     def shutdown(self) -> None:
         """Fail and settle the jobs of this process now, so users see the truth at once."""
