@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
 workers = 1  # jobs live in this one process; more workers would need a shared runner
@@ -26,6 +27,10 @@ control_socket_disable = True  # several servers (tests, benchmarks) run side by
 
 def on_starting(server):
     """Start the embedded PostgreSQL when DATABASE_URL is unset, then migrate."""
+    if metrics_dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Counts of an earlier run would be added to this one's: start from zero.
+        for stale in Path(metrics_dir).glob("*.db"):
+            stale.unlink()
     from flask_migrate import upgrade
 
     from app import create_app, embedded
@@ -97,3 +102,11 @@ def worker_exit(server, worker):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def child_exit(server, worker):
+    """Keep a dead worker's counters but drop its live gauges (slots in use)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -35,6 +35,10 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
     "FAILPOINTS": (str, ""),
     "DRAIN_SECONDS": (float, 0),
+    "METRICS_TOKEN": (str, ""),
+    "LOG_FORMAT": (str, "text"),
+    "ALERT_WEBHOOK_URL": (str, ""),
+    "ALERT_TIMEOUT_SECONDS": (float, 3),
 }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from flask import Flask
 
-from .. import dbretry
+from .. import dbretry, metrics
 from ..extensions import db
 from . import transitions
 
@@ -45,10 +45,12 @@ class Runner:
         with self._lock:
             if self._closing or not self._slots.acquire(blocking=False):
                 raise RunnerBusy()
+        metrics.slot_taken()
 
     def release(self) -> None:
         """Give back a slot that was reserved but not used."""
         self._slots.release()
+        metrics.slot_released()
 
     def start(self, job_id: uuid.UUID, work: Callable[[uuid.UUID, threading.Event], None]) -> None:
         """Run work(job_id, stop) on a daemon thread inside an app context, holding a slot."""
@@ -69,7 +71,7 @@ class Runner:
         finally:
             with self._lock:
                 self._live.pop(job_id, None)
-            self._slots.release()
+            self.release()
 
     def wait(self, timeout: float) -> bool:
         """Wait until no job lives in this process; False if some still run after timeout."""
@@ -144,7 +146,7 @@ class Runner:
             for job_id, _ in live:
                 try:
                     if transitions.fail_and_settle(
-                        job_id, transitions.INTERRUPTED, SHUTDOWN_MESSAGE
+                        job_id, transitions.INTERRUPTED, SHUTDOWN_MESSAGE, path="shutdown"
                     ):
                         log.warning("settled job %s at shutdown", job_id)
                 except Exception:  # noqa: BLE001 - the next poll's reaper settles it
