@@ -24,6 +24,27 @@ keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESSLOG", "-") or None  # "" turns it off
 control_socket_disable = True  # several servers (tests, benchmarks) run side by side
 
+if os.environ.get("LOG_FORMAT") == "json":
+    # gunicorn's own lines as JSON too, from its first one: everything goes through the
+    # root logger's one handler, in the format app/logs.py gives the app's lines.
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "root": {"level": "INFO", "handlers": ["json"]},
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+            "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": True},
+        },
+        "handlers": {
+            "json": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "formatters": {"json": {"()": "app.logs.json_formatter"}},
+    }
+
 
 def on_starting(server):
     """Start the embedded PostgreSQL when DATABASE_URL is unset, then migrate."""

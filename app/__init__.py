@@ -11,7 +11,7 @@ from flask import Flask
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from . import config, dbretry, embedded, failpoints
+from . import config, dbretry, embedded, failpoints, logs
 from .extensions import csrf, db, login_manager, migrate
 
 
@@ -32,9 +32,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.config["SECRET_KEY"] = config.secret_key()
     if "SQLALCHEMY_DATABASE_URI" not in app.config:
         app.config["SQLALCHEMY_DATABASE_URI"] = config.sqlalchemy_url(embedded.database_url())
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(app.config["LOG_FORMAT"])
     # An outage fails every request the same way: one traceback a minute says it all.
     dbretry.filter_tracebacks(logging.getLogger())
     failpoints.configure(app.config["FAILPOINTS"])

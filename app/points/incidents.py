@@ -5,7 +5,7 @@ import uuid
 
 from sqlalchemy import Row, text
 
-from .. import metrics
+from .. import alerts, metrics
 from ..extensions import db
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,8 @@ def record(
     db.session.commit()
     if new_id is not None:
         metrics.incident_opened(new_id, code, severity, job_id, user_id, f"{scope}: {detail}")
+    if severity == "critical":
+        alerts.kick()  # a new one, or an old one whose post failed: post what is due
     return new_id
 
 
