@@ -110,6 +110,7 @@ class Job(db.Model):
             postgresql_where=text("status IN ('pending', 'running')"),
         ),
         Index("ix_assessment_jobs_user_created", "user_id", "created_at"),
+        Index("ix_assessment_jobs_finished_at", "finished_at"),  # the operations page
     )
 
     id: Mapped[uuid.UUID] = mapped_column(

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 IN_FLIGHT_INDEX = "uq_assessment_jobs_one_in_flight"
 INTERRUPTED = "INTERRUPTED"
+# What a reaped job says; it also tells a reap from a shutdown on the operations page.
+REAP_MESSAGE = "The assessment was interrupted before it finished."
 
 
 class AssessmentInFlight(Exception):
@@ -267,14 +269,13 @@ def reap(job_id: uuid.UUID) -> bool:
     reaped = db.session.execute(
         text(
             "UPDATE assessment_jobs j SET status = 'failed', error_code = 'INTERRUPTED',"
-            " message = 'The assessment was interrupted before it finished.',"
-            " finished_at = now()"
+            " message = :m, finished_at = now()"
             f" WHERE j.id = :id AND {STALE} RETURNING j.user_id, {DURATION},"
             # The reap left heartbeat_at as it was: how long the job had been silent.
             " extract(epoch FROM now() - coalesce(j.heartbeat_at, j.started_at, j.created_at))"
             "   ::float AS silent_for"
         ),
-        {"id": job_id, **ages()},
+        {"id": job_id, "m": REAP_MESSAGE, **ages()},
     ).first()
     db.session.commit()
     if reaped is not None:

@@ -1,20 +1,49 @@
-"""Operations: /metrics for Prometheus, submit outcomes, and the drain flag for templates."""
+"""Operations: the support role's /support/ops page, /metrics, submit outcomes, the drain flag."""
 
 import hmac
 import ipaddress
 import os
 
-from flask import Blueprint, Flask, Response, abort, current_app, request
+from flask import Blueprint, Flask, Response, abort, current_app, render_template, request
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from .. import metrics
+from .. import alerts, metrics
 from ..extensions import csrf
+from ..jobs import stats
+from . import charts
 from .auth import session_user_id
+from .support import support_required
 
 bp = Blueprint("ops", __name__)
 
 SUBMIT_ENDPOINT = "assessments.create"
+
+
+SERIES = ("succeeded", "interrupted", "failed")
+REFRESH_SECONDS = 10
+
+
+@bp.get("/support/ops")
+@support_required
+def ops_page():
+    """Show what jobs and points did in the last day and week, from the database alone."""
+    return render_template("support/ops.html", **_numbers())
+
+
+@bp.get("/support/ops/live")
+@support_required
+def ops_fragment():
+    """Render the page's numbers again: the open page asks for them every 10 s."""
+    return render_template("partials/_ops.html", **_numbers())
+
+
+def _numbers() -> dict:
+    alerts.kick()  # while someone watches, an alert whose post failed is tried again
+    numbers = stats.overview()
+    for key in ("day", "week"):
+        numbers[key]["chart"] = charts.stacked_hours(numbers[key]["hourly"], SERIES)
+    return {**numbers, "series": SERIES, "refresh": REFRESH_SECONDS}
 
 
 @bp.get("/metrics")
