@@ -73,6 +73,11 @@ def submitted(status_code: int, user_id: int | None, job_id: uuid.UUID | None = 
     _event(logging.INFO, "submit answered", "submit", str(status_code), job_id, user_id)
 
 
+def job_started(job_id: uuid.UUID, user_id: int) -> None:
+    """Log a job that started running with its point consumed."""
+    _event(logging.INFO, "job started, point consumed", "start", "running", job_id, user_id)
+
+
 def job_finished(
     job_id: uuid.UUID, user_id: int, status: str, error_code: str | None, duration: float | None
 ) -> None:

@@ -32,6 +32,8 @@ def test_json_lines_carry_the_events_fields(live, sql):
     assert finish["outcome"] == "succeeded"
     assert (finish["job_id"], finish["user_id"]) == (job_id, user_id)
     assert finish["time"] and finish["level"] == "INFO"
+    (start,) = [r for r in lines if r.get("transition") == "start"]
+    assert (start["outcome"], start["job_id"], start["user_id"]) == ("running", job_id, user_id)
     submit = next(r for r in lines if r.get("transition") == "submit")
     assert (submit["outcome"], submit["job_id"]) == ("303", job_id)
     assert any(r["name"] == "gunicorn.error" for r in lines)  # gunicorn's own lines too

@@ -150,6 +150,7 @@ def start(job_id: uuid.UUID) -> Row | None:
         db.session.rollback()
         raise
     db.session.commit()
+    metrics.job_started(job_id, row.user_id)
     return row
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 WIDTH = 600
-HEIGHT = 160
-AXIS = 22  # room under the bars for the hour labels
+HEIGHT = 200
+AXIS = 28  # room under the bars for the hour labels
 
 
 @dataclass(frozen=True)
