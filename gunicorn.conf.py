@@ -2,9 +2,12 @@
 
 import gc
 import logging
+import math
 import os
 import signal
 import sys
+import threading
+from pathlib import Path
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
 # One worker by default. More (WEB_CONCURRENCY) are safe in either executor: with threads
@@ -12,7 +15,10 @@ bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "1"))
 worker_class = "gthread"
 threads = int(os.environ.get("GUNICORN_THREADS", "8"))
-graceful_timeout = 20
+# A SIGTERM first lets running jobs finish for DRAIN_SECONDS, then settles the rest: the
+# master's patience (it SIGKILLs the worker at this deadline) covers both.
+DRAIN_SECONDS = float(os.environ.get("DRAIN_SECONDS") or 0)
+graceful_timeout = 20 + math.ceil(DRAIN_SECONDS)
 timeout = 60
 # Longer than the job page's 2 s poll, so a browser's polls reuse one connection
 # instead of racing the server closing it (measured in bench/: retries and p99 tails).
@@ -20,9 +26,34 @@ keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESSLOG", "-") or None  # "" turns it off
 control_socket_disable = True  # several servers (tests, benchmarks) run side by side
 
+if os.environ.get("LOG_FORMAT") == "json":
+    # gunicorn's own lines as JSON too, from its first one: everything goes through the
+    # root logger's one handler, in the format app/logs.py gives the app's lines.
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "root": {"level": "INFO", "handlers": ["json"]},
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+            "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": True},
+        },
+        "handlers": {
+            "json": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "formatters": {"json": {"()": "app.logs.json_formatter"}},
+    }
+
 
 def on_starting(server):
     """Start the embedded PostgreSQL when DATABASE_URL is unset, then migrate (once)."""
+    if metrics_dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Counts of an earlier run would be added to this one's: start from zero.
+        for stale in Path(metrics_dir).glob("*.db"):
+            stale.unlink()
     from app import create_app, embedded, schema
     from app.extensions import db
 
@@ -42,7 +73,7 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Sweep dead jobs; on SIGTERM, settle this worker's jobs first, then drain and exit.
+    """Sweep dead jobs; on SIGTERM, finish or settle this worker's jobs, then drain and exit.
 
     gunicorn drains in-flight requests for up to graceful_timeout and the master
     SIGKILLs the worker at the same deadline, so settling only in worker_exit could
@@ -65,7 +96,20 @@ def post_worker_init(worker):
         runner.shutdown()
         drain(signum, frame)
 
-    signal.signal(signal.SIGTERM, settle_then_drain)
+    def finish_then_drain(signum, frame):
+        # The worker keeps serving while its jobs finish: pages and polls answer, a
+        # submit gets 503 + Retry-After. Only then does gunicorn stop accepting.
+        runner.stop_admitting()
+
+        def finish():
+            try:
+                runner.drain(DRAIN_SECONDS)
+            finally:
+                drain(signum, frame)
+
+        threading.Thread(target=finish, name="drain", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, finish_then_drain if DRAIN_SECONDS > 0 else settle_then_drain)
 
 
 def worker_exit(server, worker):
@@ -83,3 +127,11 @@ def worker_exit(server, worker):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def child_exit(server, worker):
+    """Keep a dead worker's counters but drop its live gauges (slots in use)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Flask
 
-from . import config, dbretry, embedded, failpoints
+from . import config, dbretry, embedded, failpoints, logs
 from .extensions import csrf, db, limiter, login_manager, migrate
 
 
@@ -40,9 +40,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.config.setdefault("WTF_CSRF_SECRET_KEY", [*fallbacks, app.config["SECRET_KEY"]])
     if "SQLALCHEMY_DATABASE_URI" not in app.config:
         app.config["SQLALCHEMY_DATABASE_URI"] = config.sqlalchemy_url(embedded.database_url())
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(app.config["LOG_FORMAT"])
     # An outage fails every request the same way: one traceback a minute says it all.
     dbretry.filter_tracebacks(logging.getLogger())
     failpoints.configure(app.config["FAILPOINTS"])
@@ -89,6 +87,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # does the same): while anyone uses any instance, dead jobs get swept.
     app.before_request(lambda: housekeeping.trigger(app))
     cli.init_app(app)
+    from .web import ops
+
+    ops.init_app(app)
     from .web.poll import LivePoll
 
     app.wsgi_app = LivePoll(app, app.wsgi_app)

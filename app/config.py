@@ -62,6 +62,11 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "SIGNUP_RATE_LIMIT": (str, "10 per hour"),  # accounts created, per address
     # Where the counts live: memory for one process; e.g. redis://host:6379 for several.
     "RATELIMIT_STORAGE_URI": (str, "memory://"),
+    "DRAIN_SECONDS": (float, 0),
+    "METRICS_TOKEN": (str, ""),
+    "LOG_FORMAT": (str, "text"),
+    "ALERT_WEBHOOK_URL": (str, ""),
+    "ALERT_TIMEOUT_SECONDS": (float, 3),
 }
 
 

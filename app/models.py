@@ -126,6 +126,7 @@ class Job(db.Model):
             "id",
             postgresql_where=text("status = 'failed' AND finalized_at IS NULL"),
         ),
+        Index("ix_assessment_jobs_finished_at", "finished_at"),  # the operations page
     )
 
     id: Mapped[uuid.UUID] = mapped_column(
@@ -158,6 +159,11 @@ class Incident(db.Model):
         # However many polls retry a failing finalizer, a job raises one incident per code.
         Index("uq_incidents_job_code", "job_id", "code", unique=True),
         Index("ix_incidents_open", "created_at", postgresql_where=text("resolved_at IS NULL")),
+        Index(
+            "ix_incidents_unalerted",
+            "id",
+            postgresql_where=text("severity = 'critical' AND alerted_at IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -171,6 +177,8 @@ class Incident(db.Model):
     resolved_at: Mapped[datetime | None] = mapped_column(TZ)
     resolved_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     resolution: Mapped[str | None] = mapped_column(Text)
+    alerted_at: Mapped[datetime | None] = mapped_column(TZ)  # posted to ALERT_WEBHOOK_URL
+    alert_attempt_at: Mapped[datetime | None] = mapped_column(TZ)  # a post claimed, maybe failed
 
 
 class Housekeeping(db.Model):

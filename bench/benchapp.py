@@ -12,6 +12,7 @@ session, extensions and database pool as the status fragment they are compared w
   SELECT replaced by `false` (what a poll would cost with no reaper at all);
 - GET /bench/status-reap-every-poll/<id>: the reaping UPDATE on every poll, then the
   poll's fast path (the naive reaper the design avoids);
+- GET /bench/status-nometrics/<id>: the poll's fast path with its latency histogram off;
 - POST /bench/floor-submit: the design's floor for a submit, answered before Flask: the
   product's INSERT, a thread, and that thread's `pending -> running` transaction, with no
   framework, session, CSRF, form, place lookup or ledger (the form's `user` is trusted);
@@ -129,8 +130,26 @@ class FloorSubmit:
                 conn.close()
 
 
+# GET /bench/status-nometrics/<id>: the product's poll with its latency histogram
+# switched off (one observe per poll): what the metrics cost the hot path.
+_NO_OBSERVE = types.SimpleNamespace(observe=lambda seconds: None)
+_nometrics_ns = {
+    **vars(poll),
+    "metrics": types.SimpleNamespace(POLL_FAST=_NO_OBSERVE, POLL_FULL=_NO_OBSERVE),
+}
+NoMetricsPoll = type(
+    "NoMetricsPoll",
+    (poll.LivePoll,),
+    {
+        "path": re.compile(r"/bench/status-nometrics/([^/]+)"),
+        "__call__": _clone(poll.LivePoll.__call__, _nometrics_ns),
+    },
+)
+
+
 if NOCHECK_SQL is not None:
     app.wsgi_app = NoCheckPoll(app, app.wsgi_app)
+app.wsgi_app = NoMetricsPoll(app, app.wsgi_app)
 app.wsgi_app = ReapPoll(app, app.wsgi_app)
 app.wsgi_app = FloorSubmit(app, app.wsgi_app)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from flask import Flask
 
-from .. import dbretry
+from .. import dbretry, metrics
 from ..extensions import db
 from . import transitions
 
@@ -36,6 +36,7 @@ class Runner:
         self._lock = threading.Lock()
         self._live: dict[uuid.UUID, threading.Event] = {}  # job id -> its stop signal
         self._closing = False
+        self.draining = False  # read by the job page's poll: "finishing before a restart"
         self._heartbeat: threading.Thread | None = None
         self._wake = threading.Event()
         self.last_beat = 0.0  # monotonic start of the last heartbeat that reached the database
@@ -45,10 +46,12 @@ class Runner:
         with self._lock:
             if self._closing or not self._slots.acquire(blocking=False):
                 raise RunnerBusy()
+        metrics.slot_taken()
 
     def release(self) -> None:
         """Give back a slot that was reserved but not used."""
         self._slots.release()
+        metrics.slot_released()
 
     def start(self, job_id: uuid.UUID, work: Callable[[uuid.UUID, threading.Event], None]) -> None:
         """Run work(job_id, stop) on a daemon thread inside an app context, holding a slot."""
@@ -83,7 +86,7 @@ class Runner:
         finally:
             with self._lock:
                 self._live.pop(job_id, None)
-            self._slots.release()
+            self.release()
 
     @contextlib.contextmanager
     def track(self, job_id: uuid.UUID) -> Iterator[threading.Event]:
@@ -150,6 +153,20 @@ class Runner:
                     if job_id not in alive and (stop := self._live.get(job_id)) is not None:
                         stop.set()
 
+    def stop_admitting(self) -> None:
+        """Take no new job from here on (a submit gets 503); the running ones go on."""
+        with self._lock:
+            self._closing = True
+            self.draining = True
+
+    def drain(self, seconds: float) -> None:
+        """Let running jobs finish for up to seconds, then fail and settle the rest."""
+        self.stop_admitting()
+        if seconds > 0 and self.running_ids():
+            log.warning("draining: waiting up to %g s for %d job(s)", seconds, len(self._live))
+            self.wait(seconds)
+        self.shutdown()
+
     def shutdown(self) -> None:
         """Fail and settle the jobs of this process now, so users see the truth at once."""
         with self._lock:
@@ -164,7 +181,7 @@ class Runner:
             for job_id, _ in live:
                 try:
                     if transitions.fail_and_settle(
-                        job_id, transitions.INTERRUPTED, SHUTDOWN_MESSAGE
+                        job_id, transitions.INTERRUPTED, SHUTDOWN_MESSAGE, path="shutdown"
                     ):
                         log.warning("settled job %s at shutdown", job_id)
                 except Exception:  # noqa: BLE001 - the next poll's reaper settles it

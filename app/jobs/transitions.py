@@ -19,7 +19,7 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
 
-from .. import failpoints
+from .. import failpoints, metrics
 from ..extensions import db
 from ..points import billing, ledger
 
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 IN_FLIGHT_INDEX = "uq_assessment_jobs_one_in_flight"
 INTERRUPTED = "INTERRUPTED"
+# What a reaped job says; it also tells a reap from a shutdown on the operations page.
+REAP_MESSAGE = "The assessment was interrupted before it finished."
 
 
 class AssessmentInFlight(Exception):
@@ -156,6 +158,7 @@ def start(job_id: uuid.UUID) -> Row | None:
         db.session.rollback()
         raise
     db.session.commit()
+    metrics.job_started(job_id, row.user_id)
     return row
 
 
@@ -188,14 +191,30 @@ def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
             "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
             " step = 'Done', progress = 100, result = CAST(:r AS jsonb),"
             " message = 'Your report is ready.'"
-            " WHERE id = :id AND status = 'running' RETURNING id"
+            f" WHERE id = :id AND status = 'running' RETURNING user_id, {DURATION}"
         ),
         {"id": job_id, "r": _json(result)},
     ).first()
     db.session.commit()
     if done is None:
-        return status_of(job_id) == "succeeded"
+        # An earlier attempt's commit landed but raised before it was counted: count it.
+        if status_of(job_id) != "succeeded":
+            return False
+        done = _finished_row(job_id)
+    metrics.job_finished(job_id, done.user_id, "succeeded", None, done.duration)
     return True
+
+
+# A job's run time, in RETURNING (where finished_at is the value just written).
+DURATION = "extract(epoch FROM finished_at - coalesce(started_at, created_at))::float AS duration"
+
+
+def _finished_row(job_id: uuid.UUID) -> Row:
+    row = db.session.execute(
+        text(f"SELECT user_id, {DURATION} FROM assessment_jobs WHERE id = :id"), {"id": job_id}
+    ).one()
+    db.session.rollback()
+    return row
 
 
 def status_of(job_id: uuid.UUID) -> str | None:
@@ -213,12 +232,15 @@ def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
         text(
             "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
             " error_code = :c, message = :m"
-            " WHERE id = :id AND status IN ('pending', 'running') RETURNING user_id"
+            f" WHERE id = :id AND status IN ('pending', 'running') RETURNING user_id, {DURATION}"
         ),
         {"id": job_id, "c": error_code, "m": message},
-    ).scalar_one_or_none()
+    ).first()
     db.session.commit()
-    return done
+    if done is None:
+        return None
+    metrics.job_finished(job_id, done.user_id, "failed", error_code, done.duration)
+    return done.user_id
 
 
 CANCELLED = "CANCELLED"
@@ -236,23 +258,26 @@ def cancel(job_id: uuid.UUID, user_id: int) -> bool:
             "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
             " error_code = :c, message = 'You cancelled this assessment.'"
             " WHERE id = :id AND user_id = :u AND status IN ('pending', 'running')"
-            " RETURNING id"
+            f" RETURNING id, {DURATION}"
         ),
         {"id": job_id, "u": user_id, "c": CANCELLED},
     ).first()
     db.session.commit()
     if done is None:
         return False
-    billing.finalize(job_id, user_id)
+    metrics.job_finished(job_id, user_id, "failed", CANCELLED, done.duration)
+    billing.finalize(job_id, user_id, path="cancel")
     return True
 
 
-def fail_and_settle(job_id: uuid.UUID, error_code: str, message: str) -> bool:
+def fail_and_settle(
+    job_id: uuid.UUID, error_code: str, message: str, path: str = "finalizer"
+) -> bool:
     """Fail a pending or running job and settle its point; False if it had ended already."""
     user_id = fail(job_id, error_code, message)
     if user_id is None:
         return False
-    billing.finalize(job_id, user_id)
+    billing.finalize(job_id, user_id, path=path)
     return True
 
 
@@ -280,15 +305,17 @@ def reap(job_id: uuid.UUID) -> bool:
     reaped = db.session.execute(
         text(
             "UPDATE assessment_jobs j SET status = 'failed', error_code = 'INTERRUPTED',"
-            " message = 'The assessment was interrupted before it finished.',"
-            " finished_at = now()"
-            f" WHERE j.id = :id AND {STALE} RETURNING j.id"
+            " message = :m, finished_at = now()"
+            f" WHERE j.id = :id AND {STALE} RETURNING j.user_id, {DURATION},"
+            # The reap left heartbeat_at as it was: how long the job had been silent.
+            " extract(epoch FROM now() - coalesce(j.heartbeat_at, j.started_at, j.created_at))"
+            "   ::float AS silent_for"
         ),
-        {"id": job_id, **ages()},
+        {"id": job_id, "m": REAP_MESSAGE, **ages()},
     ).first()
     db.session.commit()
     if reaped is not None:
-        log.warning("reaped stale job %s", job_id)
+        metrics.reaped(job_id, reaped.user_id, reaped.silent_for, reaped.duration)
     return reaped is not None
 
 

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from sqlalchemy import text
 
+from .. import metrics
 from ..extensions import db
 from ..models import JobStatus
 from . import incidents, ledger
@@ -56,7 +57,7 @@ def is_settled(status: str, finalized: bool) -> bool:
     return status == JobStatus.SUCCEEDED or (status == JobStatus.FAILED and finalized)
 
 
-def finalize(job_id: uuid.UUID, user_id: int) -> bool:
+def finalize(job_id: uuid.UUID, user_id: int, path: str = "finalizer") -> bool:
     """Settle a failed job's point by the ledger; return True if this call settled it.
 
     Found a consume: refund it. None: nothing to give back. Either way finalized_at is
@@ -79,16 +80,20 @@ def finalize(job_id: uuid.UUID, user_id: int) -> bool:
             db.session.rollback()
             return False
         consume = ledger.consume_for_job(job_id)
+        refund_id = None
         if consume is not None:
-            ledger.refund(consume.id, reason="refund: assessment did not complete")
+            refund_id = ledger.refund(consume.id, reason="refund: assessment did not complete")
         db.session.execute(
             text("UPDATE assessment_jobs SET finalized_at = now() WHERE id = :id"),
             {"id": job_id},
         )
-        incidents.resolve_for_job(
+        resolved = incidents.resolve_for_job(
             job_id, resolution="settled automatically: the ledger answered on a later try"
         )
         db.session.commit()
+        if refund_id is not None:
+            metrics.refunded(job_id, user_id, path)
+        metrics.incidents_resolved(resolved, job_id, user_id, by=path)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure here is routed to support
         db.session.rollback()
@@ -127,7 +132,7 @@ def settle_by_support(
     resolved = db.session.execute(
         text(
             "UPDATE incidents SET resolved_at = now(), resolved_by = :by, resolution = :res"
-            " WHERE id = :id AND job_id = :job AND resolved_at IS NULL RETURNING id"
+            " WHERE id = :id AND job_id = :job AND resolved_at IS NULL RETURNING code, user_id"
         ),
         {"id": incident_id, "job": job_id, "by": support_id, "res": resolution},
     ).first()
@@ -135,8 +140,9 @@ def settle_by_support(
         db.session.rollback()
         return False
     consume = ledger.consume_for_job(job_id)
+    refund_id = None
     if refund and consume is not None:
-        ledger.refund(consume.id, reason=f"refund by support: {reason}")
+        refund_id = ledger.refund(consume.id, reason=f"refund by support: {reason}")
     db.session.execute(
         text(
             "UPDATE assessment_jobs SET finalized_at = coalesce(finalized_at, now()),"
@@ -145,4 +151,7 @@ def settle_by_support(
         {"id": job_id, "m": f"Support reviewed this assessment: {reason}"},
     )
     db.session.commit()
+    if refund_id is not None:
+        metrics.refunded(job_id, resolved.user_id, "support")
+    metrics.incidents_resolved([resolved.code], job_id, resolved.user_id, by="support")
     return True

@@ -5,6 +5,7 @@ import uuid
 
 from sqlalchemy import Row, text
 
+from .. import alerts, metrics
 from ..extensions import db
 
 log = logging.getLogger(__name__)
@@ -37,28 +38,23 @@ def record(
     ).scalar_one_or_none()
     db.session.commit()
     if new_id is not None:
-        log.error(
-            "incident %s severity=%s scope=%s code=%s job=%s user=%s: %s",
-            new_id,
-            severity,
-            scope,
-            code,
-            job_id,
-            user_id,
-            detail,
-        )
+        metrics.incident_opened(new_id, code, severity, job_id, user_id, f"{scope}: {detail}")
+    if severity == "critical":
+        alerts.kick()  # a new one, or an old one whose post failed: post what is due
     return new_id
 
 
-def resolve_for_job(job_id: uuid.UUID, resolution: str) -> int:
-    """Close a job's open incidents (in the caller's transaction); return how many."""
-    return db.session.execute(
-        text(
-            "UPDATE incidents SET resolved_at = now(), resolution = :res"
-            " WHERE job_id = :job AND resolved_at IS NULL"
-        ),
-        {"job": job_id, "res": resolution},
-    ).rowcount
+def resolve_for_job(job_id: uuid.UUID, resolution: str) -> list[str]:
+    """Close a job's open incidents (in the caller's transaction); return their codes."""
+    return list(
+        db.session.execute(
+            text(
+                "UPDATE incidents SET resolved_at = now(), resolution = :res"
+                " WHERE job_id = :job AND resolved_at IS NULL RETURNING code"
+            ),
+            {"job": job_id, "res": resolution},
+        ).scalars()
+    )
 
 
 def open_incidents() -> list[Row]:

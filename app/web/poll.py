@@ -16,13 +16,14 @@ which answers it as before.
 import logging
 import re
 from collections.abc import Callable, Iterable
+from time import perf_counter
 
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
-from .. import dbretry
+from .. import dbretry, metrics
 from ..jobs import housekeeping, views
 from .auth import identity_of
 
@@ -47,7 +48,12 @@ class LivePoll:
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] == "GET":
             match = self.path.fullmatch(environ.get("PATH_INFO", ""))
-            if match and (body := self.fragment(environ, match[1])) is not None:
+            if match:
+                began = perf_counter()
+                if (body := self.fragment(environ, match[1])) is None:
+                    response = self.wsgi_app(environ, start_response)
+                    metrics.POLL_FULL.observe(perf_counter() - began)
+                    return response
                 start_response(
                     "200 OK",
                     [
@@ -58,6 +64,7 @@ class LivePoll:
                         *self.headers,
                     ],
                 )
+                metrics.POLL_FAST.observe(perf_counter() - began)  # one observe per poll
                 return [body]
         return self.wsgi_app(environ, start_response)
 

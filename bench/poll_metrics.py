@@ -1,0 +1,110 @@
+"""Poll path, closed loop (wrk): the status fragment with its metrics on against off.
+
+One server, one gthread worker, 32 users with one running job each, as in
+bench/poll_closed.py. In every round wrk drives each endpoint in turn (the order
+rotates between rounds):
+
+- status: GET /assessments/<id>/status, the product's poll, timed into its histogram
+- status_nometrics: the same code with the histogram's observe replaced by a no-op
+  (bench/benchapp.py)
+
+The ratio status/status_nometrics is taken per round and its median reported; the
+target is at least 0.95. --multiproc runs the server with PROMETHEUS_MULTIPROC_DIR
+(the values in shared files, as several workers would need).
+
+    python -m bench.poll_metrics [--rounds 4] [--duration 5] [--multiproc]
+"""
+
+import argparse
+import json
+import tempfile
+
+from . import wrk
+from .common import Database, Server, count_running, log, median, users_with_running_jobs
+
+ENDPOINTS = ("status", "status_nometrics")
+
+
+def paths(user) -> dict[str, str]:
+    return {
+        "status": user.status_path,
+        "status_nometrics": f"/bench/status-nometrics/{user.job_id}",
+    }
+
+
+def run(
+    db: Database,
+    rounds: int = 4,
+    duration: float = 5,
+    warmup: float = 2,
+    connections: int = 16,
+    n_users: int = 32,
+    multiproc: bool = False,
+) -> dict:
+    db.truncate()
+    env = {"MAX_CONCURRENT_JOBS": str(n_users)}
+    with tempfile.TemporaryDirectory(prefix="prometheus-") as metrics_dir:
+        if multiproc:
+            env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        with Server(db.url, "poll_metrics", **env) as server:
+            users = users_with_running_jobs(server, db, n_users, "metrics")
+            lines = {ep: [(paths(u)[ep], u.cookie) for u in users] for ep in ENDPOINTS}
+            for ep in ENDPOINTS:  # both answer the running job's fragment before timing
+                r = users[0].http.get(server.url + lines[ep][0][0])
+                if r.status_code != 200 or 'data-status="running"' not in r.text:
+                    raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
+            for ep in ENDPOINTS:
+                wrk.run(server.url, lines[ep], warmup, connections)
+            results: dict[str, list[dict]] = {ep: [] for ep in ENDPOINTS}
+            for r in range(rounds):
+                order = ENDPOINTS[r % 2 :] + ENDPOINTS[: r % 2]
+                for ep in order:
+                    res = wrk.run(server.url, lines[ep], duration, connections)
+                    results[ep].append(res.brief())
+                    log(f"poll_metrics round {r + 1}/{rounds} {ep}: {res.rps:.0f} req/s")
+            running_after = count_running(db, users)
+    rps = {ep: [x["rps"] for x in results[ep]] for ep in ENDPOINTS}
+    per_round = [a / b for a, b in zip(rps["status"], rps["status_nometrics"], strict=True)]
+    return {
+        "rounds": rounds,
+        "duration_s": duration,
+        "connections": connections,
+        "users": n_users,
+        "multiproc": multiproc,
+        "endpoints": {
+            ep: {
+                "rps_median": median(rps[ep]),
+                "p50_ms_median": median([x["p50_ms"] for x in results[ep]]),
+                "p99_ms_median": median([x["p99_ms"] for x in results[ep]]),
+                "errors": sum(x["errors"] for x in results[ep]),
+                "rounds": results[ep],
+            }
+            for ep in ENDPOINTS
+        },
+        "ratios": {"status/status_nometrics": {"median": median(per_round), "rounds": per_round}},
+        "jobs_running_after": running_after,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--duration", type=float, default=5)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--multiproc", action="store_true")
+    args = parser.parse_args()
+    db = Database()
+    try:
+        out = run(
+            db, args.rounds, args.duration, connections=args.connections, multiproc=args.multiproc
+        )
+    finally:
+        db.close()
+    for ep in out["endpoints"].values():
+        for r in ep["rounds"]:
+            r.pop("output", None)
+    print(json.dumps(out, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Deploys that finish work: SIGTERM with DRAIN_SECONDS against the real gunicorn."""
+
+import signal
+import time
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.live import User
+
+pytestmark = pytest.mark.server
+
+
+def running(sql) -> bool:
+    return bool(sql("SELECT 1 FROM assessment_jobs WHERE status = 'running'"))
+
+
+def test_a_job_shorter_than_the_drain_finishes_and_is_charged(live, sql):
+    server = live(DRAIN_SECONDS="20", ASSESSMENT_WORK_SECONDS="2", JOB_LEASE_SECONDS="600")
+    user = User(server)
+    user.signup("short@example.com")
+    assert user.submit().status_code == 303
+    wait_for(lambda: running(sql))
+
+    began = time.monotonic()
+    server.stop(signal.SIGTERM)
+
+    assert server.proc.returncode == 0
+    assert time.monotonic() - began < 15  # it left when the job was done, not at the deadline
+    assert sql("SELECT status, finalized_at IS NULL FROM assessment_jobs") == [("succeeded", True)]
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
+    assert sql("SELECT point_balance FROM users") == [(2,)]
+
+
+def test_a_longer_job_is_refunded_before_exit_and_submits_wait(live, sql):
+    drain = 3.0
+    server = live(DRAIN_SECONDS=str(drain), ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600")
+    user, late = User(server), User(server)
+    user.signup("long@example.com")
+    late.signup("late@example.com")
+    assert user.submit().status_code == 303
+    wait_for(lambda: running(sql))
+    (job_id,) = sql("SELECT id FROM assessment_jobs")[0]
+
+    began = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    # While it drains, the worker still answers: the job page says why it waits...
+    wait_for(lambda: "Finishing before a restart" in user.status(job_id)[3], timeout=drain)
+    # ...and a submit is turned away without a charge or a row.
+    refused = late.submit()
+    assert refused.status_code == 503
+    assert int(refused.headers["Retry-After"]) > 0
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+    server.proc.wait(30)
+
+    assert server.proc.returncode == 0
+    assert time.monotonic() - began >= drain  # the job was given its chance to finish
+    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
+        ("failed", "INTERRUPTED", True)
+    ]
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
+        ("consume",),
+        ("refund",),
+    ]
+    assert sql("SELECT email, point_balance FROM users ORDER BY id") == [
+        ("long@example.com", 3),
+        ("late@example.com", 3),
+    ]
