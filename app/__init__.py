@@ -70,10 +70,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
     if _shared_layer_cache(app):
+        from .assessment.analysis import LAYERS
         from .sharedflight import SharedSingleFlightCache
 
         app.extensions["layer_cache"] = SharedSingleFlightCache(
-            app, app.extensions["layer_cache"], app.config["LAYER_CACHE_TTL_SECONDS"]
+            app,
+            app.extensions["layer_cache"],
+            app.config["LAYER_CACHE_TTL_SECONDS"],
+            # Every layer of every job slot may be fetching at once.
+            connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
 
     from .web import assessments, auth, cli, errors, headers, health, main, support

@@ -9,16 +9,21 @@ asks again. Ages are compared on the database clock. Opt-in (SHARED_LAYER_CACHE)
 """
 
 import json
+import logging
+import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from flask import Flask
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, create_engine, text
 
-from .extensions import db
+from . import dbretry
 from .singleflight import CacheStats, SingleFlightCache
 
 V = TypeVar("V")
+
+log = logging.getLogger(__name__)
+_MISSING = object()
 
 FRESH_SQL = text("SELECT value FROM layer_cache WHERE key = :k AND expires_at > now()")
 # Transaction-scoped: released by the commit that makes the value visible, or by the
@@ -35,11 +40,13 @@ PURGE_SQL = text("DELETE FROM layer_cache WHERE expires_at < now()")
 class SharedSingleFlightCache:
     """A SingleFlightCache whose misses are single-flight across processes too."""
 
-    def __init__(self, app: Flask, local: SingleFlightCache, ttl: float):
+    def __init__(self, app: Flask, local: SingleFlightCache, ttl: float, connections: int):
         self.app = app
         self.local = local
         self.ttl = ttl
+        self.connections = connections  # one per layer fetch that can be in flight at once
         self._engine: Engine | None = None
+        self._engine_lock = threading.Lock()
 
     def get(self, key: Hashable, factory: Callable[[], V], counter: CacheStats | None = None) -> V:
         """Return the value for key: this process's cache, else the table, else one call."""
@@ -47,27 +54,46 @@ class SharedSingleFlightCache:
 
     def _shared(self, key: Hashable, factory: Callable[[], V]) -> V:
         name = _name(key)
-        with self.engine().connect() as conn:
-            row = conn.execute(FRESH_SQL, {"k": name}).first()
-            if row is None:
-                conn.execute(LOCK_SQL, {"k": name})
-                # Another process may have stored it while this one waited for the lock.
+        value: Any = _MISSING
+        try:
+            with self.engine().connect() as conn:
                 row = conn.execute(FRESH_SQL, {"k": name}).first()
-            if row is not None:
-                conn.rollback()
-                return row.value
-            value = factory()  # an exception rolls back: the lock goes, nothing is stored
-            conn.execute(STORE_SQL, {"k": name, "v": json.dumps(value), "ttl": self.ttl})
-            conn.execute(PURGE_SQL)
-            conn.commit()
-            return value
+                if row is None:
+                    conn.execute(LOCK_SQL, {"k": name})
+                    # Another process may have stored it while this one waited for the lock.
+                    row = conn.execute(FRESH_SQL, {"k": name}).first()
+                if row is not None:
+                    conn.rollback()
+                    return row.value
+                value = factory()  # an exception rolls back: the lock goes, nothing stored
+                conn.execute(STORE_SQL, {"k": name, "v": json.dumps(value), "ttl": self.ttl})
+                conn.execute(PURGE_SQL)
+                conn.commit()
+                return value
+        except Exception as exc:
+            if not dbretry.is_transient(exc):
+                raise
+            # The table saves upstream calls; it is no reason to end a job over a database
+            # blip, which the job's own writes ride out: fetch (or keep) the value here.
+            log.warning("shared layer cache unreachable for %s: %s", name, dbretry.first_line(exc))
+            return value if value is not _MISSING else factory()
 
     def engine(self) -> Engine:
-        """Return the app's engine (layer fetches run on threads without an app context)."""
-        if self._engine is None:
-            with self.app.app_context():
-                self._engine = db.engine
-        return self._engine
+        """Return this cache's own engine, made on first use in the process that fetches.
+
+        Its own pool: a miss holds a connection for a whole upstream call, and a full
+        worker's layer fetches would otherwise leave its heartbeat and its jobs' writes
+        waiting for the app's pool past their lease.
+        """
+        with self._engine_lock:
+            if self._engine is None:
+                self._engine = create_engine(
+                    self.app.config["SQLALCHEMY_DATABASE_URI"],
+                    pool_size=self.connections,
+                    max_overflow=0,
+                    pool_recycle=1800,
+                )
+            return self._engine
 
     def stats(self) -> dict[str, int]:
         """Return this process's hits, joins and misses so far."""

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from app.assessment.analysis import LAYERS
+from app.extensions import db
 from app.sharedflight import SharedSingleFlightCache
 
 SHARED = {"SHARED_LAYER_CACHE": "on"}
@@ -106,3 +108,26 @@ def test_an_expired_value_is_asked_again(make_app, sql):
 def test_the_shared_cache_is_opt_in(make_app, settings, shared):
     cache = make_app(**settings).extensions["layer_cache"]
     assert isinstance(cache, SharedSingleFlightCache) == shared
+
+
+def test_without_its_table_the_cache_still_answers_from_upstream(make_app, db_proxy):
+    # The cache's own database connection goes through a proxy that is down: a job must
+    # not end over the shared table (its own writes ride out the blip), so the value is
+    # fetched here, once per miss, and a later miss in this process is a hit.
+    cache = make_app(**SHARED).extensions["layer_cache"]
+    cache.app.config["SQLALCHEMY_DATABASE_URI"] = (
+        f"postgresql+psycopg://postgres@127.0.0.1:{db_proxy.port}/postgres"
+    )
+    db_proxy.down()
+    upstream = Upstream()
+    assert cache.get(("elevation", "x"), upstream) == {"depth": 1.5}
+    assert cache.get(("elevation", "x"), upstream) == {"depth": 1.5}
+    assert upstream.calls == 1
+
+
+def test_the_cache_has_its_own_pool_sized_for_every_layer_fetch(make_app):
+    app = make_app(**SHARED, MAX_CONCURRENT_JOBS=3)
+    cache = app.extensions["layer_cache"]
+    with app.app_context():
+        assert cache.engine() is not db.engine
+    assert cache.engine().pool.size() == 3 * len(LAYERS)

@@ -117,7 +117,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             lease,
         )
     except Exception as exc:
-        if dbretry.is_transient(exc):
+        if dbretry.is_transient(exc) and lease.ended():
             # Retried until the lease ran out: the reaper's refund stands, nothing is
             # charged twice, and there is no database to write a failure to.
             log.warning(
