@@ -275,3 +275,52 @@ def test_a_live_job_still_blocks_a_new_submit(make_app):
     actions.signup()
     job_id_from(actions.submit())
     assert actions.submit("Osaka").status_code == 409
+
+
+def test_a_job_picked_up_past_its_lease_is_never_started_or_charged(app, actions, sql):
+    # A queue worker that takes a job only after its lease ran out must not charge it: the
+    # reaper owns that job, and it refunds nothing because nothing was used.
+    from app.extensions import db
+    from app.jobs import transitions
+
+    actions.signup()
+    (user_id,) = sql("SELECT id FROM users")[0]
+    (job_id,) = sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, created_at)"
+        " VALUES (%(u)s, 'x', 'en', now() - interval '1 hour') RETURNING id",
+        u=user_id,
+    )[0]
+    with app.app_context():
+        assert transitions.start(job_id) is None
+        db.session.rollback()
+    assert sql("SELECT status FROM assessment_jobs") == [("pending",)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(0,)]
+
+
+def test_a_finalize_whose_commit_answer_was_lost_raises_no_incident(app, actions, sql, monkeypatch):
+    # The refund's commit lands, then the connection drops before its answer comes back:
+    # the point is settled, so support must not be alerted about it.
+    from sqlalchemy.exc import OperationalError
+    from sqlalchemy.orm import Session
+
+    from app.extensions import db
+    from app.jobs import transitions
+    from app.points import billing
+
+    actions.signup()
+    job_id = stale_charged_job(actions, sql)
+    real_commit = Session.commit
+
+    def commit_then_lose_the_answer(self):
+        real_commit(self)
+        monkeypatch.setattr(Session, "commit", real_commit)
+        raise OperationalError("COMMIT", {}, ConnectionError("server closed the connection"))
+
+    with app.app_context():
+        assert transitions.reap(job_id)
+        monkeypatch.setattr(Session, "commit", commit_then_lose_the_answer)
+        assert billing.finalize(job_id, sql("SELECT id FROM users")[0][0]) is False
+        db.session.rollback()
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [(1,)]
+    assert sql("SELECT finalized_at IS NOT NULL FROM assessment_jobs") == [(True,)]
+    assert sql("SELECT count(*) FROM incidents") == [(0,)]

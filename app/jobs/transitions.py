@@ -124,18 +124,20 @@ def in_flight_job(user_id: int) -> uuid.UUID | None:
 def start(job_id: uuid.UUID) -> Row | None:
     """Move a job from pending to running and charge its point, in one transaction.
 
-    Return the job's row, or None if it is no longer pending (reaped meanwhile). The
+    Return the job's row, or None if it is no longer pending (reaped meanwhile) or is
+    stale already (a queued job picked up past its lease: the reaper owns it). The
     UPDATE locks the row until the commit, so a reaper or the shutdown hook that comes
     in between waits and then sees a running, charged job: a job is running only if it
     was charged, and nothing can settle it before the charge lands.
     """
     row = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET status = 'running', started_at = now(),"
+            "UPDATE assessment_jobs j SET status = 'running', started_at = now(),"
             " heartbeat_at = now(), step = 'Starting'"
-            " WHERE id = :id AND status = 'pending' RETURNING user_id, lang, area"
+            f" WHERE j.id = :id AND j.status = 'pending' AND NOT {STALE}"
+            " RETURNING j.user_id, j.lang, j.area"
         ),
-        {"id": job_id},
+        {"id": job_id, **ages()},
     ).first()
     if row is None:
         db.session.rollback()

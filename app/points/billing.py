@@ -100,6 +100,16 @@ def finalize(job_id: uuid.UUID, user_id: int, path: str = "finalizer") -> bool:
         # Every failure is logged, a repeat too: its incident exists already and says nothing.
         log.exception("could not finalize job %s; support decides until a retry succeeds", job_id)
         try:
+            # A commit whose answer was lost may have landed: then the point is settled
+            # and no one needs to be alerted about it.
+            landed = db.session.execute(
+                text("SELECT finalized_at IS NOT NULL FROM assessment_jobs WHERE id = :id"),
+                {"id": job_id},
+            ).scalar()
+            db.session.rollback()
+            if landed:
+                log.warning("job %s was finalized after all: its commit had landed", job_id)
+                return False
             incidents.record(
                 scope="payment",
                 code=LOOKUP_FAILED,
