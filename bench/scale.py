@@ -101,8 +101,8 @@ def backlog(db: Database, k: int) -> None:
     area = json.dumps(resolve_place("札幌市").to_dict(), ensure_ascii=False)
     with db.connect() as conn, conn.transaction():
         conn.execute(
-            "WITH u AS (INSERT INTO users (email, password_hash, point_balance)"
-            "   SELECT 'backlog' || i || '@bench.example', 'x', 1 FROM generate_series(1, %s) i"
+            "WITH u AS (INSERT INTO users (email, password_hash)"
+            "   SELECT 'backlog' || i || '@bench.example', 'x' FROM generate_series(1, %s) i"
             "   RETURNING id)"
             " INSERT INTO point_ledger (user_id, kind, amount, reason)"
             " SELECT id, 'grant', 1, 'bench' FROM u",

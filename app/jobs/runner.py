@@ -68,7 +68,7 @@ class Runner:
             # job, so it must not keep a slot or a heartbeat. It was never charged.
             with self._lock:
                 self._live.pop(job_id, None)
-            self._slots.release()
+            self.release()
             log.exception("could not start a thread for job %s", job_id)
             try:
                 transitions.fail_and_settle(job_id, transitions.INTERRUPTED, NOT_STARTED_MESSAGE)

@@ -20,7 +20,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from .. import failpoints
+from .. import alerts, failpoints
 from ..extensions import db
 from ..points import billing
 from . import transitions
@@ -56,6 +56,9 @@ def sweep(batch: int = BATCH) -> tuple[int, int]:
             finalized += 1
     if reaped or finalized:
         log.warning("sweep: reaped %d job(s), finalized %d", reaped, finalized)
+    # A critical incident whose alert failed, or that settled before it went out, is
+    # still owed its one post: the sweep runs whether or not anyone polls that job.
+    alerts.kick()
     return reaped, finalized
 
 
