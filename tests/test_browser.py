@@ -125,7 +125,11 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
         "first => Number(document.querySelector('#job-status progress')?.value) > first",
         arg=first,
     )
-    assert page.locator("#job-status .step").inner_text().startswith("Fetched layer")
+    assert page.locator("#job-status .step").inner_text().startswith("Fetching hazard data")
+    layers = page.locator("#job-status .layer-ticks li")
+    assert layers.all_inner_texts() and len(layers.all_inner_texts()) == 5
+    assert page.locator('#job-status .layer-ticks li[data-done="yes"]').count() >= 1
+    assert "✓" in page.locator('#job-status .layer-ticks li[data-done="yes"]').first.inner_text()
     shot(page, "job-running")
 
     page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
@@ -297,6 +301,12 @@ def test_a_server_that_vanished_says_so_then_tells_the_truth(page, live):
     server.proc.wait()
     page.wait_for_selector("#connection-note", state="visible")
     assert "can't reach the server" in page.locator("#connection-note").inner_text()
+    # With no server to ask, the elapsed time still counts on.
+    before = int(page.locator("#job-status .elapsed").inner_text())
+    page.wait_for_function(
+        "before => Number(document.querySelector('#job-status .elapsed').textContent) > before",
+        arg=before,
+    )
 
     live(port=server.port, JOB_LEASE_SECONDS="2")
     page.wait_for_selector('#job-status[data-billing="refunded"]', timeout=30_000)
