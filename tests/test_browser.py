@@ -6,6 +6,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 
 from tests.conftest import wait_for
 
@@ -41,13 +42,29 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+AXE = Axe()  # axe-core, as shipped inside the package: nothing is downloaded
+
+
+def check_a11y(page):
+    """Fail on any accessibility violation axe-core finds on the page as it is now.
+
+    Playwright hands the script to the browser over the devtools protocol, which the
+    page's CSP does not govern, and axe itself needs no eval: no CSP is bypassed.
+    """
+    results = AXE.run(page)
+    assert results.violations_count == 0, f"{page.url}\n{results.generate_report()}"
+
+
 def shot(page, name):
+    """Check the page with axe-core, then keep a screenshot of it."""
+    check_a11y(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SHOTS / f"{name}.png", full_page=True)
 
 
 def sign_up(page, server, email):
     page.goto(server.url + "/signup")
+    check_a11y(page)
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill("correct horse")
     page.get_by_role("button", name="Sign up").click()
@@ -56,6 +73,7 @@ def sign_up(page, server, email):
 
 def submit(page, server, place):
     page.goto(server.url + "/assessments/new")
+    check_a11y(page)
     page.get_by_label("Place").fill(place)
     page.get_by_role("button", name=re.compile("Start assessment")).click()
 
@@ -156,6 +174,7 @@ def test_a_second_tab_is_told_about_the_running_job(page, live):
     submit(second, server, "Kyoto")
     alert = second.get_by_role("alert")
     assert "An assessment is already running." in alert.inner_text()
+    check_a11y(second)
     second.get_by_role("link", name="See the assessment that is running").click()
     assert second.url == job_url
 
@@ -189,6 +208,7 @@ def test_another_users_job_is_the_404_page(browser, live):
     response = stranger.goto(owner.url)
     assert response.status == 404
     assert "Not found" in stranger.locator("h1").inner_text()
+    check_a11y(stranger)
 
 
 def tab_to(page, selector, limit=30):
@@ -225,6 +245,7 @@ def test_the_keyboard_alone_signs_up_and_submits(page, live):
     assert region.get_attribute("role") == "status"
     page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
     assert page.locator(".report").get_attribute("lang") == "ja"
+    check_a11y(page)
 
 
 def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
@@ -268,6 +289,7 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
     assert "resolved" in staff.locator(".flash").inner_text()
     phone.goto(f"{server.url}/assessments/{job_id}")
     assert phone.locator("#job-status").get_attribute("data-billing") == "refunded"
+    check_a11y(phone)
     assert balance(phone, server) == 3
 
 
@@ -374,4 +396,5 @@ def test_tables_become_cards_on_a_phone(browser, live):
             phone.locator("td[data-label]").first.evaluate("el => getComputedStyle(el).display")
             == "block"
         )
+        check_a11y(phone)
     shot(phone, "history-phone")
