@@ -6,6 +6,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import requests
 from axe_playwright_python.sync_playwright import Axe
 
 from tests.conftest import wait_for
@@ -398,3 +399,93 @@ def test_tables_become_cards_on_a_phone(browser, live):
         )
         check_a11y(phone)
     shot(phone, "history-phone")
+
+
+def test_the_same_place_twice_warns_then_starts_only_when_asked(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.5")
+    sign_up(page, server, "twice@example.com")
+    start_job(page, server, "Sapporo")
+    page.wait_for_selector('#job-status[data-status="succeeded"]')
+    first = page.url
+
+    submit(page, server, "Sapporo")
+    warning = page.locator(".alert.duplicate")
+    assert "You already have a finished report of this place" in warning.inner_text()
+    assert warning.get_by_role("link", name="Read your report").get_attribute("href") in first
+    assert balance_here(page) == 2  # the warning charged nothing
+    shot(page, "form-duplicate")
+
+    page.get_by_role("button", name="Start a new one anyway (1 point)").click()
+    page.wait_for_url(JOB_PAGE)
+    assert page.url != first
+    page.wait_for_selector('#job-status[data-status="succeeded"]')
+    # Its figures were fetched a moment ago for the first report: it says so.
+    assert "from a recent report" in page.locator("#job-status").inner_text()
+    assert balance(page, server) == 1
+
+
+def balance_here(page):
+    return int(page.locator("#nav-balance").get_attribute("data-balance"))
+
+
+def test_cancel_a_job_that_has_not_started(browser, live, sql):
+    # The submit holds its job pending for three seconds; another tab cancels it then.
+    server = live(FAILPOINTS="after_insert=sleep:3", POLL_INTERVAL_SECONDS="0.5")
+    tabs = browser.new_context()
+    first = tabs.new_page()
+    sign_up(first, server, "pending@example.com")
+    first.goto(server.url + "/assessments/new")
+    first.get_by_label("Place").fill("Sendai")
+    first.get_by_role("button", name=re.compile("Start assessment")).click(no_wait_after=True)
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("pending",)])
+    job_id = sql("SELECT id FROM assessment_jobs")[0][0]
+
+    second = tabs.new_page()
+    second.goto(f"{server.url}/assessments/{job_id}")
+    assert status_of(second) == ("pending", "pending")
+    second.get_by_role("button", name="Cancel this assessment").click()
+    second.wait_for_selector('#job-status[data-billing="not_charged"]')
+    text = second.locator("#job-status").inner_text()
+    assert "You cancelled this assessment." in text and "No point was used." in text
+    check_a11y(second)
+
+    # The submitting tab lands on the same truth: never started, never charged.
+    first.wait_for_url(JOB_PAGE)
+    assert status_of(first) == ("failed", "not_charged")
+    assert balance(first, server) == 3
+
+
+def test_a_cancel_racing_success_ends_in_one_outcome_and_says_which(page, live, sql):
+    # The job holds its finished result for two seconds; the cancel arrives in between.
+    server = live(
+        ASSESSMENT_WORK_SECONDS="0.5",
+        FAILPOINTS="before_success=sleep:2",
+        POLL_INTERVAL_SECONDS="0.3",
+    )
+    sign_up(page, server, "race@example.com")
+    start_job(page, server, "Kobe")
+    job_url = page.url
+    page.wait_for_selector('#job-status[data-status="running"] progress[value="100"]')
+    page.get_by_role("button", name="Cancel this assessment").click()
+    # 100 % done: the page asks first.
+    check_a11y(page)
+    page.get_by_role("button", name="Yes, cancel it").click()
+    page.wait_for_url(job_url)
+    page.wait_for_selector('#job-status:not([data-status="running"])')
+    wait_for(lambda: requests.get(server.url + "/healthz").json()["jobs_running"] == 0)
+
+    page.reload()  # the job's thread is gone: whatever the page says now is final
+    outcome = status_of(page)
+    text = page.locator("main").inner_text()
+    if outcome == ("failed", "refunded"):
+        assert "You cancelled this assessment." in text and "Your point was refunded." in text
+        assert page.locator(".report").count() == 0
+        assert balance(page, server) == 3
+    else:
+        assert outcome == ("succeeded", "charged")
+        assert "It finished before the cancel arrived" in text
+        assert page.locator(".report").is_visible()
+        assert balance(page, server) == 2
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [
+        (1 if outcome[0] == "failed" else 0,)
+    ]
