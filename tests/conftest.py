@@ -225,6 +225,8 @@ class Upstream:
         self.status = 200
         self.body: bytes | None = None  # None: the demo numbers for the path
         self.delay = 0.0
+        self.held: set[str] = set()  # datasets whose answers wait for release
+        self.released = threading.Event()
         self.url = ""
 
     def answer(self, path: str) -> tuple[int, bytes]:
@@ -244,6 +246,8 @@ def upstream() -> Iterator[Upstream]:
         def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
             state.hits[self.path] += 1
             time.sleep(state.delay)
+            if self.path.lstrip("/").split("/", 1)[0] in state.held:
+                state.released.wait(30)
             status, body = state.answer(self.path)
             try:
                 self.send_response(status)
@@ -262,6 +266,7 @@ def upstream() -> Iterator[Upstream]:
     threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     yield state
+    state.released.set()
     server.shutdown()
     server.server_close()
 

@@ -1,5 +1,6 @@
 """The real assessment inside the job: places at submit, providers, progress, report, cleanup."""
 
+import re
 import threading
 import time
 from datetime import timedelta
@@ -9,7 +10,7 @@ from app.assessment.providers import DATASETS
 from app.assessment.work import keys_for
 from app.extensions import db
 from app.jobs import housekeeping
-from tests.conftest import Upstream, job_id_from, signed_in, wait_for
+from tests.conftest import Actions, Upstream, job_id_from, signed_in, wait_for
 from tests.test_jobs import attr, poll_until, settled
 
 
@@ -111,8 +112,62 @@ def test_progress_names_the_step(make_app):
         return settled(html)
 
     poll_until(client, job_id, record)
-    assert any(step.startswith("Fetched layer") and "of 5" in step for step in steps)
+    assert any(
+        step.startswith("Fetching hazard data: ") and "of 5 layers" in step for step in steps
+    )
     assert progress == sorted(progress) and progress[-1] > progress[0]
+
+
+def ticks(html):
+    """Return the layer names the fragment lists, with whether each is marked done."""
+    items = html.split('class="layer-ticks">', 1)[1].split("</ul>", 1)[0].split("<li ")[1:]
+    return {
+        item.split("</span> ", 1)[1].split("<", 1)[0]: 'data-done="yes"' in item for item in items
+    }
+
+
+def test_the_running_fragment_ticks_each_layer_as_it_is_fetched(make_app, upstream: Upstream, sql):
+    # Earthquake shaking alone reads the fault data: held upstream, it is the one not done.
+    upstream.held = {"faults"}
+    app, client, actions = signed_in(
+        make_app, LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url
+    )
+    job_id = job_id_from(actions.submit("Sapporo"))
+    status = f"/assessments/{job_id}/status"
+    wait_for(lambda: "4 of 5 layers done" in client.get(status).get_data(as_text=True))
+    html = client.get(status).get_data(as_text=True)
+    assert ticks(html) == {
+        "Flood": True,
+        "Tsunami": True,
+        "Liquefaction": True,
+        "Landslide": True,
+        "Earthquake shaking": False,
+    }
+    # Four fifths of the fetching took this long: the page says about how long is left.
+    assert re.search(r"\d+% · about \d+ (s|min) left", html)
+    upstream.released.set()
+    html = poll_until(client, job_id, settled)
+    assert attr(html, "data-status") == "succeeded"
+    assert "Finished in" in html and "from a recent report" not in html
+
+
+def test_a_report_made_from_recent_fetches_says_so(make_app, upstream: Upstream, sql):
+    app, client, actions = signed_in(
+        make_app, LAYER_PROVIDER="http", LAYER_HTTP_BASE_URL=upstream.url
+    )
+    poll_until(client, job_id_from(actions.submit("Sapporo")), settled)
+    asked = sum(upstream.hits.values())
+    # Another user's report of the same place, a moment later: every figure is cached.
+    other = app.test_client()
+    Actions(other).signup("second@example.com")
+    job_id = job_id_from(Actions(other).submit("Sapporo"))
+    html = poll_until(other, job_id, settled)
+    assert sum(upstream.hits.values()) == asked  # nothing asked upstream again
+    assert attr(html, "data-status") == "succeeded"
+    assert "Ready at once: made from a recent report of this area." in html
+    assert "Finished in" not in html
+    page = other.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "from a recent report" in page
 
 
 def test_the_succeeded_fragment_brings_the_report_out_of_band(client, actions, app):

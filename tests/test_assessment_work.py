@@ -144,11 +144,15 @@ def test_progress_rises_from_0_to_100(sapporo) -> None:
     )
     percents = [pct for _, pct in steps]
     assert percents == sorted(percents) and percents[0] == 0 and percents[-1] == 100
-    fetched = [step for step, _ in steps if step.startswith("Fetched layer")]
-    assert [step.split(" (")[0] for step in fetched] == [
-        f"Fetched layer {n} of 5" for n in range(1, 6)
-    ]
-    assert {step.split("(")[1].rstrip(")") for step in fetched} == {layer.key for layer in LAYERS}
+    # Each step names the layers fetched so far, one more each time, in finishing order.
+    fetched = [step.removeprefix("layers:").split(",") for step, _ in steps[1:6]]
+    assert steps[0] == ("layers:", 0)
+    assert [len(keys) for keys in fetched] == [1, 2, 3, 4, 5]
+    assert all(
+        later[: len(earlier)] == earlier
+        for earlier, later in zip(fetched[:-1], fetched[1:], strict=True)
+    )
+    assert set(fetched[-1]) == {layer.key for layer in LAYERS}
     assert steps[-2] == ("Analysing", 95)
 
 
@@ -168,7 +172,7 @@ def test_a_raising_progress_stops_the_run_at_once(sapporo) -> None:
     outcome: list[BaseException] = []
 
     def progress(step: str, percent: int) -> None:
-        if step.startswith("Fetched"):  # seismic, which reads no tiles, finishes first
+        if step != "layers:":  # seismic, which reads no tiles, finishes first
             raise cancelled
 
     def job() -> None:

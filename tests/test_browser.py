@@ -6,6 +6,8 @@ import signal
 from pathlib import Path
 
 import pytest
+import requests
+from axe_playwright_python.sync_playwright import Axe
 
 from tests.conftest import wait_for
 
@@ -41,13 +43,29 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+AXE = Axe()  # axe-core, as shipped inside the package: nothing is downloaded
+
+
+def check_a11y(page):
+    """Fail on any accessibility violation axe-core finds on the page as it is now.
+
+    Playwright hands the script to the browser over the devtools protocol, which the
+    page's CSP does not govern, and axe itself needs no eval: no CSP is bypassed.
+    """
+    results = AXE.run(page)
+    assert results.violations_count == 0, f"{page.url}\n{results.generate_report()}"
+
+
 def shot(page, name):
+    """Check the page with axe-core, then keep a screenshot of it."""
+    check_a11y(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SHOTS / f"{name}.png", full_page=True)
 
 
 def sign_up(page, server, email):
     page.goto(server.url + "/signup")
+    check_a11y(page)
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill("correct horse")
     page.get_by_role("button", name="Sign up").click()
@@ -56,6 +74,7 @@ def sign_up(page, server, email):
 
 def submit(page, server, place):
     page.goto(server.url + "/assessments/new")
+    check_a11y(page)
     page.get_by_label("Place").fill(place)
     page.get_by_role("button", name=re.compile("Start assessment")).click()
 
@@ -123,9 +142,13 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     # the page's CSP (rightly) refuses.
     page.wait_for_function(
         "first => Number(document.querySelector('#job-status progress')?.value) > first",
-        arg=first,
+        arg=max(first, 22),  # past the first layer, so the picture shows a few ticked
     )
-    assert page.locator("#job-status .step").inner_text().startswith("Fetched layer")
+    assert page.locator("#job-status .step").inner_text().startswith("Fetching hazard data")
+    layers = page.locator("#job-status .layer-ticks li")
+    assert layers.all_inner_texts() and len(layers.all_inner_texts()) == 5
+    assert page.locator('#job-status .layer-ticks li[data-done="yes"]').count() >= 1
+    assert "✓" in page.locator('#job-status .layer-ticks li[data-done="yes"]').first.inner_text()
     shot(page, "job-running")
 
     page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
@@ -152,6 +175,7 @@ def test_a_second_tab_is_told_about_the_running_job(page, live):
     submit(second, server, "Kyoto")
     alert = second.get_by_role("alert")
     assert "An assessment is already running." in alert.inner_text()
+    check_a11y(second)
     second.get_by_role("link", name="See the assessment that is running").click()
     assert second.url == job_url
 
@@ -185,6 +209,7 @@ def test_another_users_job_is_the_404_page(browser, live):
     response = stranger.goto(owner.url)
     assert response.status == 404
     assert "Not found" in stranger.locator("h1").inner_text()
+    check_a11y(stranger)
 
 
 def tab_to(page, selector, limit=30):
@@ -221,6 +246,7 @@ def test_the_keyboard_alone_signs_up_and_submits(page, live):
     assert region.get_attribute("role") == "status"
     page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
     assert page.locator(".report").get_attribute("lang") == "ja"
+    check_a11y(page)
 
 
 def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
@@ -264,6 +290,7 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
     assert "resolved" in staff.locator(".flash").inner_text()
     phone.goto(f"{server.url}/assessments/{job_id}")
     assert phone.locator("#job-status").get_attribute("data-billing") == "refunded"
+    check_a11y(phone)
     assert balance(phone, server) == 3
 
 
@@ -297,6 +324,12 @@ def test_a_server_that_vanished_says_so_then_tells_the_truth(page, live):
     server.proc.wait()
     page.wait_for_selector("#connection-note", state="visible")
     assert "can't reach the server" in page.locator("#connection-note").inner_text()
+    # With no server to ask, the elapsed time still counts on.
+    before = int(page.locator("#job-status .elapsed").inner_text())
+    page.wait_for_function(
+        "before => Number(document.querySelector('#job-status .elapsed').textContent) > before",
+        arg=before,
+    )
 
     live(port=server.port, JOB_LEASE_SECONDS="2")
     page.wait_for_selector('#job-status[data-billing="refunded"]', timeout=30_000)
@@ -364,4 +397,95 @@ def test_tables_become_cards_on_a_phone(browser, live):
             phone.locator("td[data-label]").first.evaluate("el => getComputedStyle(el).display")
             == "block"
         )
+        check_a11y(phone)
     shot(phone, "history-phone")
+
+
+def test_the_same_place_twice_warns_then_starts_only_when_asked(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.5")
+    sign_up(page, server, "twice@example.com")
+    start_job(page, server, "Sapporo")
+    page.wait_for_selector('#job-status[data-status="succeeded"]')
+    first = page.url
+
+    submit(page, server, "Sapporo")
+    warning = page.locator(".alert.duplicate")
+    assert "You already have a finished report of this place" in warning.inner_text()
+    assert warning.get_by_role("link", name="Read your report").get_attribute("href") in first
+    assert balance_here(page) == 2  # the warning charged nothing
+    shot(page, "form-duplicate")
+
+    page.get_by_role("button", name="Start a new one anyway (1 point)").click()
+    page.wait_for_url(JOB_PAGE)
+    assert page.url != first
+    page.wait_for_selector('#job-status[data-status="succeeded"]')
+    # Its figures were fetched a moment ago for the first report: it says so.
+    assert "from a recent report" in page.locator("#job-status").inner_text()
+    assert balance(page, server) == 1
+
+
+def balance_here(page):
+    return int(page.locator("#nav-balance").get_attribute("data-balance"))
+
+
+def test_cancel_a_job_that_has_not_started(browser, live, sql):
+    # The submit holds its job pending for three seconds; another tab cancels it then.
+    server = live(FAILPOINTS="after_insert=sleep:3", POLL_INTERVAL_SECONDS="0.5")
+    tabs = browser.new_context()
+    first = tabs.new_page()
+    sign_up(first, server, "pending@example.com")
+    first.goto(server.url + "/assessments/new")
+    first.get_by_label("Place").fill("Sendai")
+    first.get_by_role("button", name=re.compile("Start assessment")).click(no_wait_after=True)
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("pending",)])
+    job_id = sql("SELECT id FROM assessment_jobs")[0][0]
+
+    second = tabs.new_page()
+    second.goto(f"{server.url}/assessments/{job_id}")
+    assert status_of(second) == ("pending", "pending")
+    second.get_by_role("button", name="Cancel this assessment").click()
+    second.wait_for_selector('#job-status[data-billing="not_charged"]')
+    text = second.locator("#job-status").inner_text()
+    assert "You cancelled this assessment." in text and "No point was used." in text
+    check_a11y(second)
+
+    # The submitting tab lands on the same truth: never started, never charged.
+    first.wait_for_url(JOB_PAGE)
+    assert status_of(first) == ("failed", "not_charged")
+    assert balance(first, server) == 3
+
+
+def test_a_cancel_racing_success_ends_in_one_outcome_and_says_which(page, live, sql):
+    # The job holds its finished result for two seconds; the cancel arrives in between.
+    server = live(
+        ASSESSMENT_WORK_SECONDS="0.5",
+        FAILPOINTS="before_success=sleep:2",
+        POLL_INTERVAL_SECONDS="0.3",
+    )
+    sign_up(page, server, "race@example.com")
+    start_job(page, server, "Kobe")
+    job_url = page.url
+    page.wait_for_selector('#job-status[data-status="running"] progress[value="100"]')
+    page.get_by_role("button", name="Cancel this assessment").click()
+    # 100 % done: the page asks first.
+    check_a11y(page)
+    page.get_by_role("button", name="Yes, cancel it").click()
+    page.wait_for_url(job_url)
+    page.wait_for_selector('#job-status:not([data-status="running"])')
+    wait_for(lambda: requests.get(server.url + "/healthz").json()["jobs_running"] == 0)
+
+    page.reload()  # the job's thread is gone: whatever the page says now is final
+    outcome = status_of(page)
+    text = page.locator("main").inner_text()
+    if outcome == ("failed", "refunded"):
+        assert "You cancelled this assessment." in text and "Your point was refunded." in text
+        assert page.locator(".report").count() == 0
+        assert balance(page, server) == 3
+    else:
+        assert outcome == ("succeeded", "charged")
+        assert "It finished before the cancel arrived" in text
+        assert page.locator(".report").is_visible()
+        assert balance(page, server) == 2
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [
+        (1 if outcome[0] == "failed" else 0,)
+    ]

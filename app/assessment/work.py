@@ -18,6 +18,16 @@ Fetched = dict[str, list[dict[str, Any]]]
 # job gives its runner slot back this soon, whatever its fetches are waiting on.
 STOP_CHECK_SECONDS = 0.1
 
+# The step a fetching job records: this prefix and the keys of the layers fetched so far,
+# comma-separated, so the page can tick each layer by its name (app/jobs/views.py).
+LAYERS_STEP = "layers:"
+ANALYSING_STEP = "Analysing"
+
+
+def layers_step(keys: list[str]) -> str:
+    """Return the step that says which layers are fetched, in the order they finished."""
+    return LAYERS_STEP + ",".join(keys)
+
 
 def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
     """Return the keys by which a dataset is fetched for an area, as its provider asks."""
@@ -90,7 +100,7 @@ def run_assessment(
         return {ds: fetch_dataset(ds) for ds in layer.datasets}
 
     total = len(LAYERS)
-    progress(f"Fetching {total} hazard layers", 0)
+    progress(layers_step([]), 0)
     fetched: dict[str, Fetched] = {}
     pool = ThreadPoolExecutor(max_workers=total, thread_name_prefix="assessment-layer")
     try:
@@ -104,8 +114,7 @@ def run_assessment(
             for future in done:
                 layer = pending.pop(future)
                 fetched[layer.key] = future.result()  # a provider error raises here
-                n = len(fetched)
-                progress(f"Fetched layer {n} of {total} ({layer.key})", 5 + 85 * n // total)
+                progress(layers_step(list(fetched)), 5 + 85 * len(fetched) // total)
     except BaseException:
         # The others stop at their next call, or at once if they are waiting on one.
         stop.set()
@@ -113,7 +122,7 @@ def run_assessment(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
 
-    progress("Analysing", 95)
+    progress(ANALYSING_STEP, 95)
     sources = describe_sources(provider, fetched, area)
     analysed = analyse(area, lang, fetched)
     for row in analysed["layers"]:

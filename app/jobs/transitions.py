@@ -182,6 +182,17 @@ def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
         raise JobCancelled(str(job_id))
 
 
+DONE_STEP = "Done"
+CACHED_STEP = "Done from cache"
+
+
+def done_step(result: dict[str, Any]) -> str:
+    """Return the finished job's step: from cache when it asked no upstream service itself."""
+    # Such a report took no time worth telling: the page says it came from a recent one.
+    cache = result.get("cache") or {}
+    return CACHED_STEP if cache.get("misses") == 0 and cache.get("hits") else DONE_STEP
+
+
 def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
     """Record a job's result; False if it was reaped meanwhile (the result is dropped).
 
@@ -191,11 +202,11 @@ def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
     done = db.session.execute(
         text(
             "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
-            " step = 'Done', progress = 100, result = CAST(:r AS jsonb),"
+            " step = :step, progress = 100, result = CAST(:r AS jsonb),"
             " message = 'Your report is ready.'"
             f" WHERE id = :id AND status = 'running' RETURNING user_id, {DURATION}"
         ),
-        {"id": job_id, "r": _json(result)},
+        {"id": job_id, "r": _json(result), "step": done_step(result)},
     ).first()
     db.session.commit()
     if done is None:

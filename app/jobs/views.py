@@ -12,6 +12,8 @@ from flask import current_app
 from sqlalchemy import text
 
 from .. import failpoints
+from ..assessment.analysis import LAYERS
+from ..assessment.work import ANALYSING_STEP, LAYERS_STEP
 from ..extensions import db
 from ..points import billing
 from ..points.billing import Billing
@@ -38,6 +40,34 @@ class JobView:
     area: dict[str, Any] | None
     elapsed: float
     balance: int  # the owner's balance, for the page's top bar
+
+    @property
+    def layers(self) -> list[tuple[str, bool]]:
+        """Return each hazard layer's name and whether it is fetched, as the step says."""
+        if self.step.startswith(LAYERS_STEP):
+            done = set(self.step[len(LAYERS_STEP) :].split(","))
+        elif self.step == ANALYSING_STEP or self.status == "succeeded":
+            done = {layer.key for layer in LAYERS}
+        else:
+            done = set()
+        return [(layer.name_en, layer.key in done) for layer in LAYERS]
+
+    @property
+    def fetching(self) -> bool:
+        """Tell whether the job is fetching its layers (the step names those fetched)."""
+        return self.step.startswith(LAYERS_STEP)
+
+    @property
+    def cached(self) -> bool:
+        """Tell whether the report came whole from the cache of recent fetches."""
+        return self.status == "succeeded" and self.step == transitions.CACHED_STEP
+
+    @property
+    def seconds_left(self) -> int | None:
+        """Estimate the seconds left from the time taken so far, once there is progress."""
+        if self.status != "running" or not 0 < self.progress < 100:
+            return None
+        return round(self.elapsed * (100 - self.progress) / self.progress)
 
 
 # What a job's point is, read from the ledger and incidents in the same statement.
