@@ -12,7 +12,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from . import config, embedded, failpoints
-from .extensions import csrf, db, login_manager, migrate
+from .extensions import babel, csrf, db, login_manager, migrate
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -41,6 +41,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(config.ROOT / "migrations"))
     csrf.init_app(app)
     login_manager.init_app(app)
+    from .web import i18n
+
+    babel.init_app(
+        app,
+        default_translation_directories=str(config.ROOT / "translations"),
+        locale_selector=i18n.select_locale,
+        timezone_selector=i18n.select_timezone,
+    )
+    i18n.init_jinja(app)
 
     from .assessment import make_provider
     from .jobs.housekeeping import Throttle
@@ -58,9 +67,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
 
-    from .web import assessments, auth, cli, errors, health, main, support
+    from .web import assessments, auth, cli, errors, health, main, preferences, support
 
-    for module in (auth, main, assessments, support, health):
+    for module in (auth, main, assessments, support, health, preferences):
         app.register_blueprint(module.bp)
     errors.init_app(app)
     cli.init_app(app)

@@ -63,11 +63,22 @@ NAME_WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")
 Index = dict[str, list[Area]]
 
 
-class PlaceNotFound(ValueError):
-    """No municipality matches the query; suggestions holds close matches, if any."""
+def N_(text: str) -> str:  # noqa: N802 - gettext's usual name: marked for the catalog
+    """Mark a message for translation; the web layer words it in the user's language."""
+    return text
 
-    def __init__(self, message: str, suggestions: Iterable[Area] = ()) -> None:
-        super().__init__(message)
+
+class PlaceNotFound(ValueError):
+    """No municipality matches the query; suggestions holds close matches, if any.
+
+    template and params are the message's parts, so a page can word it in its own
+    language; str() is the English.
+    """
+
+    def __init__(self, template: str, suggestions: Iterable[Area] = (), **params: str) -> None:
+        super().__init__(template % params if params else template)
+        self.template = template
+        self.params = params
         self.suggestions: list[Area] = list(suggestions)[:MAX_SUGGESTIONS]
 
 
@@ -89,14 +100,17 @@ def resolve_place(query: str) -> Area:
     text = unicodedata.normalize("NFKC", query).strip()
     if not text:
         raise PlaceNotFound(
-            "Type a place: a municipality's name, an address, or its local-government code."
+            N_("Type a place: a municipality's name, an address, or its local-government code.")
         )
     if postal := POSTAL_CODE.match(text):
         text = text[postal.end() :].lstrip(" ,、")
         if not text:
             raise PlaceNotFound(
-                f"{postal[1]} looks like a postal code. We need the municipality's name "
-                "or its local-government code."
+                N_(
+                    "%(postal)s looks like a postal code. We need the municipality's name "
+                    "or its local-government code."
+                ),
+                postal=postal[1],
             )
     digits = re.sub(r"[\s-]", "", text)  # "01100-2" and "011 002" are codes too
     if digits.isascii() and digits.isdigit():
@@ -110,22 +124,33 @@ def _by_code(digits: str) -> Area:
     gaz = gazetteer()
     if len(digits) not in (5, 6):
         raise PlaceNotFound(
-            f"{digits} is not a local-government code: those have 5 digits, "
-            "or 6 with the check digit."
+            N_(
+                "%(digits)s is not a local-government code: those have 5 digits, "
+                "or 6 with the check digit."
+            ),
+            digits=digits,
         )
     code5 = digits[:5]
     if len(digits) == 6 and digits[5] != (expected := check_digit(code5)):
         raise PlaceNotFound(
-            f"{digits} is not a valid local-government code: the check digit of {code5} "
-            f"is {expected}, not {digits[5]}.",
+            N_(
+                "%(digits)s is not a valid local-government code: the check digit of "
+                "%(code5)s is %(expected)s, not %(given)s."
+            ),
             [gaz.by_code5[code5]] if code5 in gaz.by_code5 else [],
+            digits=digits,
+            code5=code5,
+            expected=expected,
+            given=digits[5],
         )
     if code5 in gaz.by_code5:
         return gaz.by_code5[code5]
     for pref in gaz.prefectures.values():
         if pref.code[:5] == code5:
             raise _prefecture_given(gaz, pref)
-    raise PlaceNotFound(f"No municipality has the local-government code {digits}.")
+    raise PlaceNotFound(
+        N_("No municipality has the local-government code %(digits)s."), digits=digits
+    )
 
 
 def _by_japanese(text: str) -> Area:
@@ -140,7 +165,7 @@ def _by_japanese(text: str) -> Area:
         raise _prefecture_given(gaz, gaz.prefectures[pref])
     lead2, rest = _strip_prefecture(key, gaz.ja_pref_full)
     if lead2 and code2 and lead2 != code2:
-        raise PlaceNotFound(f'"{text}" names two different prefectures.')
+        raise PlaceNotFound(N_('"%(query)s" names two different prefectures.'), query=text)
     code2 = code2 or lead2
     areas = _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2) or _longest_prefix(
         gaz.ja_full, rest, code2
@@ -148,8 +173,9 @@ def _by_japanese(text: str) -> Area:
     if areas:
         return _one(text, areas)
     raise PlaceNotFound(
-        f'No municipality matches "{text}".',
+        N_('No municipality matches "%(query)s".'),
         _suggest(rest, (gaz.ja_full, gaz.ja_base), code2),
+        query=text,
     )
 
 
@@ -187,8 +213,9 @@ def _by_romaji(text: str) -> Area:
             return _one(text, areas)
     key = romaji_key(text)
     raise PlaceNotFound(
-        f'No municipality matches "{text}".',
+        N_('No municipality matches "%(query)s".'),
         _suggest(key.removesuffix("japan") or key, (gaz.romaji_full, gaz.romaji_base)),
+        query=text,
     )
 
 
@@ -263,7 +290,11 @@ def _prefecture_given(gaz: Gazetteer, pref: Prefecture) -> PlaceNotFound:
         key=lambda area: area.code,
     )
     return PlaceNotFound(
-        f"{pref.name_romaji} ({pref.name_ja}) is a prefecture, not a municipality: "
-        "add the city, ward, town or village.",
+        N_(
+            "%(prefecture_romaji)s (%(prefecture_ja)s) is a prefecture, not a municipality: "
+            "add the city, ward, town or village."
+        ),
         cities,
+        prefecture_romaji=pref.name_romaji,
+        prefecture_ja=pref.name_ja,
     )

@@ -3,6 +3,7 @@
 import functools
 
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
@@ -10,14 +11,13 @@ from ..extensions import login_manager
 from ..jobs import housekeeping, pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
 from ..points import ledger
-from . import paging
+from . import i18n, paging
 from .auth import session_user_id
 from .forms import AssessmentForm
 
 bp = Blueprint("assessments", __name__, url_prefix="/assessments")
 
 RETRY_AFTER_SECONDS = 10
-NO_POINTS = "Nothing was charged. Ask our support team to add points to your account."
 
 
 @bp.get("")
@@ -36,7 +36,8 @@ def index():
 @login_required
 def new():
     """Show the submit form, filled in from the query string (a chosen place, a retry)."""
-    lang = request.args.get("lang", "en")
+    # The report's language follows the interface's unless the link chose one (a retry).
+    lang = request.args.get("lang") or i18n.language()
     form = AssessmentForm(
         query=request.args.get("query", "")[:200], lang=lang if lang in ("en", "ja") else "en"
     )
@@ -58,18 +59,22 @@ def create():
     try:
         job_id = pipeline.submit(user_id, form.query.data, form.lang.data)
     except PlaceAmbiguous as exc:
-        return _form_error(form, 400, str(exc), choices=exc.choices)
+        message = i18n.ambiguous_message(form.query.data, exc.choices)
+        return _form_error(form, 400, message, choices=exc.choices)
     except PlaceNotFound as exc:
-        return _form_error(form, 400, str(exc), suggestions=exc.suggestions)
+        message = i18n.not_found_message(exc.template, exc.params)
+        return _form_error(form, 400, message, suggestions=exc.suggestions)
     except transitions.NotEnoughPoints:
-        return _form_error(
-            form, 402, "You have no points left, so this assessment cannot start. " + NO_POINTS
+        message = _(
+            "You have no points left, so this assessment cannot start. Nothing was charged. "
+            "Ask our support team to add points to your account."
         )
+        return _form_error(form, 402, message)
     except transitions.AssessmentInFlight as exc:
-        return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
+        return _form_error(form, 409, _("An assessment is already running."), running=exc.job_id)
     except RunnerBusy:
         response = _form_error(
-            form, 503, "The service is busy right now. Nothing was charged: try again shortly."
+            form, 503, _("The service is busy right now. Nothing was charged: try again shortly.")
         )
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

@@ -15,12 +15,15 @@ from flask import (
     session,
     url_for,
 )
+from flask_babel import format_number, ngettext
+from flask_babel import gettext as _
 from flask_login import current_user, login_required, login_user, logout_user
 from limits import parse as parse_limit
 
 from ..extensions import db, login_manager
 from ..models import User
 from ..points import accounts
+from . import i18n
 from .errors import MESSAGES
 from .forms import LoginForm, SignupForm
 
@@ -52,11 +55,11 @@ def unauthorized():
             back = urlsplit(request.headers.get("HX-Current-URL", "")).path or "/"
         except ValueError:  # a malformed header is no reason for a 500
             back = "/"
-        flash("Your session ended. Log in to see your assessment again.", "info")
+        flash(_("Your session ended. Log in to see your assessment again."), "info")
         response = make_response("", 401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=back)
         return response
-    flash("Log in to continue.", "info")
+    flash(_("Log in to continue."), "info")
     return redirect(url_for("auth.login", next=request.path))
 
 
@@ -78,10 +81,21 @@ def signup():
                 form.email.data, form.password.data, current_app.config["SIGNUP_POINTS"]
             )
         except accounts.EmailTaken:
-            form.email.errors.append("An account with this email already exists. Log in instead.")
+            form.email.errors.append(
+                _("An account with this email already exists. Log in instead.")
+            )
         else:
             login_user(user)
-            flash(f"Welcome! You have {user.point_balance} points to spend.", "success")
+            i18n.remember(user)
+            flash(
+                ngettext(
+                    "Welcome! You have %(points)s point to spend.",
+                    "Welcome! You have %(points)s points to spend.",
+                    user.point_balance,
+                    points=format_number(user.point_balance),
+                ),
+                "success",
+            )
             return redirect(url_for("main.dashboard"), 303)
     status = 400 if request.method == "POST" else 200
     return render_template("auth/signup.html", form=form), status
@@ -108,9 +122,10 @@ def login():
         user = accounts.authenticate(form.email.data, form.password.data)
         if user is not None:
             login_user(user)
+            i18n.remember(user)
             return redirect(_safe_next() or url_for("main.dashboard"), 303)
         failures.hit(LOGIN_FAILURES, "login", account)
-        form.password.errors.append("That email and password do not match an account.")
+        form.password.errors.append(_("That email and password do not match an account."))
     status = 400 if request.method == "POST" else 200
     return render_template("auth/login.html", form=form), status
 
@@ -126,7 +141,7 @@ def _too_many_failures(failures, account: str):
 def logout():
     """Sign out (CSRFProtect has checked the form's token)."""
     logout_user()
-    flash("You are signed out.", "info")
+    flash(_("You are signed out."), "info")
     return redirect(url_for("auth.login"), 303)
 
 
