@@ -16,7 +16,8 @@ from wtforms.validators import AnyOf, DataRequired, Email, Length, ValidationErr
 from .i18n import DEFAULT_TIMEZONE, LANGUAGES, NAMES, TIMEZONES
 
 INTERFACE_LANGUAGES = list(LANGUAGES)
-INTERFACE_CHOICES = [(code, NAMES[code]) for code in LANGUAGES]  # each in its own language
+# Each language named in itself, as a reader looking for their own would recognise it.
+INTERFACE_CHOICES = [SelectChoice(code, NAMES[code]) for code in LANGUAGES]
 LANGS = [SelectChoice("en", _l("English")), SelectChoice("ja", _l("Japanese"))]
 
 
@@ -116,7 +117,7 @@ class PreferencesForm(Form):
     lang = SelectField(_l("Language"), choices=INTERFACE_CHOICES, validate_choice=True)
     timezone = SelectField(
         _l("Time zone"),
-        choices=[(name, name) for name in TIMEZONES],
+        choices=[SelectChoice(name, name) for name in TIMEZONES],
         default=DEFAULT_TIMEZONE,
         validate_choice=True,
     )
