@@ -12,7 +12,7 @@ from flask_babel import force_locale
 
 from app.jobs.views import JobView
 from app.points.billing import Billing
-from tests.conftest import ROOT, Actions, csrf_token, job_id_from
+from tests.conftest import ROOT, Actions, csrf_token, job_id_from, wait_for
 from tests.test_jobs import attr, insert_job
 from tests.test_poll import flask_only, recording, same_answer
 
@@ -247,3 +247,56 @@ def test_times_in_the_chosen_time_zone_and_locale(client, actions, sql):
     client.post("/preferences", data={"lang": "ja", "timezone": "UTC", "csrf_token": token})
     assert sql("SELECT locale, timezone FROM users") == [("ja", "UTC")]
     assert "2026/11/29 15:30:00" in client.get("/points").get_data(as_text=True)
+
+
+ENGLISH_ALLOWED = {"English", "Sapporo", "mm", "km"}  # a switch, an example, units
+
+
+def english_words(html: str) -> list[str]:
+    """English words a reader sees: text outside tags, scripts and the time zone list."""
+    # Not words: scripts, time zone names, codes, and the report's English alternates,
+    # which say they are English (lang="en") for screen readers.
+    skipped = r"<script.*?</script>|<select[^>]*id=\"timezone\".*?</select>|<code>.*?</code>"
+    html = re.sub(skipped + r'|<span[^>]*lang="en"[^>]*>.*?</span>', "", html, flags=re.S)
+    # Job references and email addresses are not words either.
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|[\w.-]+@[\w.-]+", "", visible_text(html))
+    words = re.findall(r"[A-Za-z]{2,}", text)
+    return [w for w in words if w not in ENGLISH_ALLOWED]
+
+
+def test_a_japanese_reader_meets_no_english_on_any_page(make_app, sql):
+    app = make_app()
+    client = app.test_client()
+    headers = {"Accept-Language": "ja"}
+    client.environ_base["HTTP_ACCEPT_LANGUAGE"] = "ja"
+    actions = Actions(client)
+    pages = {path: client.get(path, headers=headers) for path in ("/", "/login", "/signup")}
+    pages["signup error"] = client.post(
+        "/signup", data={"email": "nope", "password": "x", "csrf_token": actions.token()}
+    )
+    actions.signup("hanako@example.com")
+    job_id = job_id_from(actions.submit("札幌市", lang="ja"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    sql("UPDATE users SET role = 'support'")
+    sql(
+        "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail)"
+        " SELECT 'payment', 'REAP_CONSUME_LOOKUP_FAILED', 'critical', id, user_id, 'x'"
+        " FROM assessment_jobs"
+    )
+    for path in (
+        "/",
+        "/assessments",
+        "/assessments/new",
+        "/points",
+        "/preferences",
+        f"/assessments/{job_id}",
+        "/support",
+        "/nope",
+    ):
+        pages[path] = client.get(path)
+    pages["ambiguous"] = actions.submit("府中市")
+    pages["not found"] = actions.submit("存在しない村")
+    for name, response in pages.items():
+        html = response.get_data(as_text=True)
+        assert '<html lang="ja">' in html, name
+        assert english_words(html) == [], (name, english_words(html))

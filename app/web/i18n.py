@@ -128,6 +128,7 @@ STORED = (
     N_("welcome points"),
     N_("area assessment"),
     N_("refund: assessment did not complete"),
+    N_("settled automatically: the ledger answered on a later try"),
     N_("unreachable"),
     N_("the connection failed"),
     N_("the answer is not valid JSON"),
@@ -151,6 +152,9 @@ PATTERNS = (
         N_("Support reviewed this assessment: %(reason)s"),
     ),
     (re.compile(r"refund by support: (?P<reason>.*)", re.S), N_("refund by support: %(reason)s")),
+    # An incident's resolution (app/points/billing.py settle_by_support).
+    (re.compile(r"refund: (?P<reason>.*)", re.S), N_("refund: %(reason)s")),
+    (re.compile(r"no refund due: (?P<reason>.*)", re.S), N_("no refund due: %(reason)s")),
 )
 
 
