@@ -246,7 +246,9 @@ def init_jinja(app) -> None:
 @pass_eval_context
 def _template_gettext(eval_ctx: EvalContext, string: str, **variables: Any) -> str:
     text = catalog().ugettext(string)
-    return (Markup(text) if eval_ctx.autoescape else text) % variables
+    markup = Markup(text) if eval_ctx.autoescape else text
+    # Formatting without variables only turns "%%" into "%": skip it when there is none.
+    return markup % variables if variables or "%" in text else markup
 
 
 def when(value: Any) -> str:
