@@ -59,5 +59,6 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench
 
+# The generated session key goes with the database it signed sessions for.
 clean:
-	rm -rf $(VENV) .pgdata .pgdata-test
+	rm -rf $(VENV) .pgdata .pgdata-test .secret_key

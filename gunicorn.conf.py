@@ -1,6 +1,7 @@
 """gunicorn settings: one gthread worker; the master prepares the database first."""
 
 import gc
+import logging
 import os
 import signal
 import sys
@@ -41,13 +42,22 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """On SIGTERM, settle this worker's jobs first, then let gunicorn drain and exit.
+    """Sweep dead jobs; on SIGTERM, settle this worker's jobs first, then drain and exit.
 
     gunicorn drains in-flight requests for up to graceful_timeout and the master
     SIGKILLs the worker at the same deadline, so settling only in worker_exit could
     come too late; settling at the signal tells users the truth at once.
     """
     gc.freeze()  # the app the worker just built lives as long as the worker
+    from app import dbretry
+    from app.jobs import housekeeping
+
+    # gunicorn's own log too: a request that failed for an outage's reason shows its
+    # traceback once a minute, not once per request.
+    dbretry.filter_tracebacks(logging.getLogger("gunicorn.error"))
+
+    # A worker starts after a crash or a deploy: settle what died before, now.
+    housekeeping.sweep_in_background(worker.wsgi)
     runner = worker.wsgi.extensions["runner"]
     drain = signal.getsignal(signal.SIGTERM)
 

@@ -8,11 +8,9 @@ import logging
 from typing import Any
 
 from flask import Flask
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
 
-from . import config, embedded, failpoints
-from .extensions import babel, csrf, db, login_manager, migrate
+from . import config, dbretry, embedded, failpoints
+from .extensions import babel, csrf, db, limiter, login_manager, migrate
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -28,13 +26,25 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     )
     if test_config is not None:
         app.config.from_mapping(test_config)
+    if app.config.get("SWEEP_INTERVAL_SECONDS") is None:
+        app.config["SWEEP_INTERVAL_SECONDS"] = app.config["JOB_LEASE_SECONDS"]
+    from .jobs.views import LATE_HEARTBEATS
+
+    # Settings with which jobs cannot work stop the server here, naming the setting.
+    config.check(app.config, LATE_HEARTBEATS)
     if "SECRET_KEY" not in app.config or not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = config.secret_key()
+    if fallbacks := app.config["SECRET_KEY_FALLBACKS"]:
+        # Flask checks sessions (and so the fast poll) against the fallbacks itself;
+        # Flask-WTF signs with one key, and itsdangerous takes a list, newest last.
+        app.config.setdefault("WTF_CSRF_SECRET_KEY", [*fallbacks, app.config["SECRET_KEY"]])
     if "SQLALCHEMY_DATABASE_URI" not in app.config:
         app.config["SQLALCHEMY_DATABASE_URI"] = config.sqlalchemy_url(embedded.database_url())
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # An outage fails every request the same way: one traceback a minute says it all.
+    dbretry.filter_tracebacks(logging.getLogger())
     failpoints.configure(app.config["FAILPOINTS"])
 
     db.init_app(app)
@@ -50,28 +60,36 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         timezone_selector=i18n.select_timezone,
     )
     i18n.init_jinja(app)
+    limiter.init_app(app)
+    # The decorated views (log-in and sign-up POSTs) check their limits themselves; the
+    # hook Flask-Limiter puts before every request would find none (no default limits)
+    # and still cost each Flask request. Its after-request hook stays: it counts failures.
+    app.before_request_funcs[None].remove(limiter._check_request_limit)
 
     from .assessment import make_provider
-    from .jobs.housekeeping import Throttle
+    from .jobs import housekeeping
     from .jobs.runner import Runner
     from .singleflight import SingleFlightCache
 
     app.extensions["runner"] = Runner(
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
     )
-    app.extensions["housekeeping"] = Throttle()
-    # One process serves every request, so failed log-ins are counted exactly in memory.
-    app.extensions["login_failures"] = MovingWindowRateLimiter(MemoryStorage())
+    app.extensions["housekeeping"] = housekeeping.throttles()
     app.extensions["layer_provider"] = make_provider(app.config)
     app.extensions["layer_cache"] = SingleFlightCache(
         maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
     )
 
-    from .web import assessments, auth, cli, errors, health, main, preferences, support
+    from .web import assessments, auth, cli, errors, headers, health, main, preferences, support
+
+    headers.init_app(app)
 
     for module in (auth, main, assessments, support, health, preferences):
         app.register_blueprint(module.bp)
     errors.init_app(app)
+    # Every request may set off the due chores (the fast poll, which bypasses Flask,
+    # does the same): while anyone uses any instance, dead jobs get swept.
+    app.before_request(lambda: housekeeping.trigger(app))
     cli.init_app(app)
     from .web.poll import LivePoll
 

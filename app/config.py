@@ -2,12 +2,24 @@
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def flag(raw: str) -> bool:
+    """Read a yes/no setting: 1, true, yes or on mean yes."""
+    return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+def keys(raw: str) -> list[str]:
+    """Split a comma-separated list of keys."""
+    return [key.strip() for key in raw.split(",") if key.strip()]
+
+
 # name -> (type, default); every one can be set in the environment.
-SETTINGS: dict[str, tuple[type, object]] = {
+SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "JOB_LEASE_SECONDS": (float, 30),
     "JOB_HEARTBEAT_SECONDS": (float, 10),
     "JOB_MAX_RUNTIME_SECONDS": (float, 900),
@@ -18,11 +30,35 @@ SETTINGS: dict[str, tuple[type, object]] = {
     "LAYER_PROVIDER": (str, "demo"),
     "LAYER_HTTP_BASE_URL": (str, ""),
     "LAYER_HTTP_TIMEOUT_SECONDS": (float, 10),
+    "LAYER_HTTP_RETRIES": (int, 2),
+    "LAYER_RETRY_BACKOFF_SECONDS": (float, 0.5),
+    "LAYER_RETRY_AFTER_MAX_SECONDS": (float, 5),
+    "JSHIS_BASE_URL": (str, "https://www.j-shis.bosai.go.jp/map/api"),
+    "JSHIS_MAP_VERSION": (str, "Y2024"),
+    "JSHIS_CASE": (str, "AVR"),
+    "JSHIS_GROUND_VERSION": (str, "V4"),
+    "GSI_ELEVATION_URL": (
+        str,
+        "https://cyberjapandata2.gsi.go.jp/general/dem/scripts/getelevation.php",
+    ),
     "LAYER_CACHE_TTL_SECONDS": (float, 300),
     "LAYER_CACHE_SIZE": (int, 4096),
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
+    # How often stale jobs of all users are reaped and refunded; unset: JOB_LEASE_SECONDS.
+    "SWEEP_INTERVAL_SECONDS": (float, None),
+    "SUPPORT_CONTACT": (str, "support@example.com"),
     "FAILPOINTS": (str, ""),
+    # Old keys still accepted while SECRET_KEY rotates, so a new key signs nobody out.
+    "SECRET_KEY_FALLBACKS": (keys, []),
+    # Send the session cookie over https only; off since `make run` serves plain http.
+    "SESSION_COOKIE_SECURE": (flag, False),
+    # Brakes on password guessing and sign-up floods (app/web/auth.py), per client address.
+    "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # failed log-ins, per account and address
+    "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # failed log-ins, per address
+    "SIGNUP_RATE_LIMIT": (str, "10 per hour"),  # accounts created, per address
+    # Where the counts live: memory for one process; e.g. redis://host:6379 for several.
+    "RATELIMIT_STORAGE_URI": (str, "memory://"),
 }
 
 
@@ -56,5 +92,38 @@ def from_env() -> dict[str, object]:
     config: dict[str, object] = {}
     for name, (kind, default) in SETTINGS.items():
         raw = os.environ.get(name)
-        config[name] = kind(raw) if raw not in (None, "") else default
+        try:
+            config[name] = kind(raw) if raw not in (None, "") else default
+        except ValueError:
+            raise ValueError(f"{name} must be a {kind.__name__}, not {raw!r}") from None
     return config
+
+
+def check(config: dict, late_heartbeats: float) -> None:
+    """Raise ValueError, naming the setting, for settings with which jobs cannot work."""
+    for name in (
+        "JOB_LEASE_SECONDS",
+        "JOB_HEARTBEAT_SECONDS",
+        "JOB_MAX_RUNTIME_SECONDS",
+        "POLL_INTERVAL_SECONDS",
+        "HOUSEKEEPING_INTERVAL_SECONDS",
+        "SWEEP_INTERVAL_SECONDS",
+    ):
+        if not config[name] > 0:
+            raise ValueError(f"{name} must be positive, not {config[name]!r}")
+    if config["MAX_CONCURRENT_JOBS"] < 1:
+        raise ValueError(
+            f"MAX_CONCURRENT_JOBS must be at least 1, not {config['MAX_CONCURRENT_JOBS']}"
+        )
+    lease, beat = config["JOB_LEASE_SECONDS"], config["JOB_HEARTBEAT_SECONDS"]
+    # A live job must beat well inside its lease, or the reaper fails it while it works.
+    if beat >= lease:
+        raise ValueError(
+            f"JOB_HEARTBEAT_SECONDS ({beat:g}) must be shorter than JOB_LEASE_SECONDS ({lease:g})"
+        )
+    # The page says "checking" after a few missed beats; past the lease that never shows.
+    if late_heartbeats * beat >= lease:
+        raise ValueError(
+            f"JOB_HEARTBEAT_SECONDS ({beat:g}) times {late_heartbeats:g} missed heartbeats"
+            f" must be shorter than JOB_LEASE_SECONDS ({lease:g})"
+        )

@@ -1,6 +1,8 @@
 """Extension objects, bound to the app in create_app()."""
 
 from flask_babel import Babel
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
@@ -17,3 +19,6 @@ migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
 babel = Babel()
+# Limits only where a view is decorated (log-in and sign-up POSTs): no default limits.
+# The fast poll answers before Flask and never reaches it.
+limiter = Limiter(key_func=get_remote_address, default_limits=[], strategy="moving-window")

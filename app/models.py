@@ -38,6 +38,8 @@ class JobStatus(StrEnum):
 
 
 class User(UserMixin, db.Model):
+    # point_balance moves only with a point_ledger row: triggers apply each row's amount
+    # and refuse any other change, and a new user starts at 0 (migration 0004).
     __tablename__ = "users"
     __table_args__ = (
         CheckConstraint("point_balance >= 0", name="ck_users_point_balance_nonnegative"),
@@ -54,6 +56,12 @@ class User(UserMixin, db.Model):
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     locale: Mapped[str | None] = mapped_column(Text)  # None: the browser's language
     timezone: Mapped[str | None] = mapped_column(Text)  # None: Asia/Tokyo
+    # Bumped by logout: a session issued under an older generation is dead (web/auth.py).
+    session_generation: Mapped[int] = mapped_column(Integer, server_default="0")
+
+    def get_id(self) -> str:
+        """Return what Flask-Login keeps in the session: the id and the session generation."""
+        return f"{self.id}:{self.session_generation}"
 
     @property
     def is_support(self) -> bool:
@@ -61,6 +69,8 @@ class User(UserMixin, db.Model):
 
 
 class LedgerEntry(db.Model):
+    # Append-only, and a refund reverses a consume of its own job and user: triggers
+    # refuse the rest, for every role (migrations/versions/0004_ledger_enforced.py).
     __tablename__ = "point_ledger"
     __table_args__ = (
         CheckConstraint(
@@ -113,6 +123,12 @@ class Job(db.Model):
             postgresql_where=text("status IN ('pending', 'running')"),
         ),
         Index("ix_assessment_jobs_user_created", "user_id", "created_at"),
+        # What the sweep finalizes: few rows, found without scanning the table.
+        Index(
+            "ix_assessment_jobs_unfinalized",
+            "id",
+            postgresql_where=text("status = 'failed' AND finalized_at IS NULL"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(

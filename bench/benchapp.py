@@ -76,9 +76,9 @@ NoCheckPoll = _poll_variant("NoCheckPoll", r"/bench/status-nocheck/([^/]+)", _no
 
 # GET /bench/status-reap-every-poll/<id>: the reaping UPDATE (with its own condition,
 # committed) on every poll, then the real poll: the naive reaper the design avoids.
-def _reap_then_live_view(job_id, user_id):
+def _reap_then_live_view(job_id, user_id, generation=None):
     transitions.reap(job_id)
-    return views.live_view(job_id, user_id)
+    return views.live_view(job_id, user_id, generation)
 
 
 ReapPoll = _poll_variant(
@@ -101,7 +101,7 @@ class FloorSubmit:
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
         user_id = int(urllib.parse.parse_qs(body.decode())["user"][0])
         with self.app.app_context():
-            params = {"u": user_id, "q": "floor", "l": "en", "a": None}
+            params = {"u": user_id, "g": 0, "q": "floor", "l": "en", "a": None}
             job_id = transitions.execute_one(transitions.CREATE_SQL, params).id
         threading.Thread(target=self.run, args=(job_id,), daemon=True).start()
         start_response("303 See Other", [("Location", f"/x/{job_id}"), ("Content-Length", "0")])

@@ -37,6 +37,7 @@ SERVER_ENV = {
     "SIGNUP_POINTS": "3",
     "LAYER_PROVIDER": "demo",
     "SECRET_KEY": "bench-secret",
+    "SIGNUP_RATE_LIMIT": "100000 per hour",  # every bench user signs up from 127.0.0.1
     "GUNICORN_ACCESSLOG": "",  # no access log: it would be the same cost on every endpoint
     "FAILPOINTS": "",
 }

@@ -217,6 +217,44 @@ def render(r: dict) -> str:
                 "(gunicorn keeps kept-alive connections 2 s)",
                 None,
             )
+    og = r.get("outage", {})
+    if "error" in og:
+        row("3d", "database outage", og["error"], "", "", "", None)
+    elif og:
+        lo, bl = og["long"], og["blip"]
+        row(
+            "3d",
+            f"database gone {lo['down_s']:g} s (> lease) under {lo['jobs']} running jobs"
+            " -> every page refunded, after the return",
+            f"{_n(lo['max_s_after_return'], 2, ' s')} (poll #{lo['max_polls_after_return']})",
+            f"poll interval {_n(og['poll_s'], 1, ' s')}, lease {_n(og['lease_s'], 1, ' s')}",
+            _n(_safe_div(lo["max_s_after_return"], og["lease_s"]), 2, "x lease"),
+            "first poll after the return, refunded once",
+            _ok(
+                lo["max_polls_after_return"],
+                lambda v: v == 1 and lo["failed_refunded_once"] == lo["jobs"] and not lo["double"],
+            ),
+        )
+        row(
+            "3e",
+            f"database gone {bl['down_s']:g} s (< lease) under {bl['jobs']} running jobs"
+            " -> jobs finished, charged once",
+            f"{bl['succeeded_charged_once']}/{bl['jobs']}",
+            f"refunded {bl['failed_refunded_once']}",
+            "",
+            "all, none twice",
+            _ok(bl["succeeded_charged_once"], lambda v: v == bl["jobs"] and not bl["double"]),
+        )
+        row(
+            "3f",
+            "polls during the outage: 503 / 500; log tracebacks",
+            f"{lo['polls_during_503']} / {lo['polls_during_500']};"
+            f" {lo['log_tracebacks']} traceback(s), {_n(lo['log_bytes'] / 1024, 1, ' KiB')}",
+            f"{lo['polls_during']} polls",
+            "",
+            "no 500, <= 1 traceback per error",
+            _ok(lo["polls_during_500"], lambda v: v == 0 and lo["log_tracebacks"] <= 2),
+        )
     sf = r.get("singleflight", {})
     if "error" in sf:
         row("4", "single-flight", sf["error"], "", "", "", None)
@@ -308,6 +346,31 @@ def render(r: dict) -> str:
             _n(_mib(rss), 1, " MiB"),
             f"bare Flask, 32 threads {_n(_mib(bare), 1, ' MiB')}",
             _n(_safe_div(rss, bare), 2, "x"),
+            "<= 100 MiB",
+            _ok(_mib(rss), lambda v: v <= 100),
+        )
+    pl = r.get("places", {})
+    if "error" in pl:
+        row("7", "place lookup", pl["error"], "", "", "", None)
+    elif pl:
+        worst = pl.get("worst", {})
+        row(
+            "7a",
+            f"place lookup per query, slowest kind vs before ({worst.get('kind')})",
+            _n(worst.get("product_us"), 1, " µs"),
+            f"the resolver at {pl.get('baseline_rev')} {_n(worst.get('baseline_us'), 1, ' µs')}",
+            _n(worst.get("ratio"), 2, "x"),
+            "<= 1.5x",
+            _ok(worst.get("ratio"), lambda v: v <= 1.5),
+        )
+        rss = _get(pl, "memory_kib", "product", "with_index", "VmRSS")
+        base = _get(pl, "memory_kib", "baseline", "with_index", "VmRSS")
+        row(
+            "7b",
+            "app + place index, VmRSS of a fresh interpreter",
+            _n(_mib(rss), 1, " MiB"),
+            f"the index at {pl.get('baseline_rev')} {_n(_mib(base), 1, ' MiB')}",
+            _n(_safe_div(rss, base), 2, "x"),
             "<= 100 MiB",
             _ok(_mib(rss), lambda v: v <= 100),
         )
@@ -456,6 +519,37 @@ def _details(r: dict) -> list[str]:
             " as a real deploy does.",
             "",
         ]
+    og = r.get("outage", {})
+    if og and "error" not in og:
+        out += [
+            "## 3b. Database outage",
+            "",
+            "bench/outage.py: the server reaches PostgreSQL through tests/dbproxy.py, which"
+            " refuses new connections and cuts open ones for the outage. A browser per job"
+            f" polls every {og['poll_s']:g} s on a fixed timetable through it"
+            f" (JOB_LEASE_SECONDS={og['lease_s']:g}, JOB_HEARTBEAT_SECONDS={og['heartbeat_s']:g}).",
+            " Times are from the proxy's return to the settled answer; poll # counts the polls sent"
+            " after the return, up to the one that settled the page (1: the first).",
+            "",
+            "| outage | jobs | work | settled | max after return | median | poll # |"
+            " succeeded, charged once | failed, refunded once | double | polls during: 503 / 500"
+            " | log: lines, tracebacks |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for t in (og["long"], og["blip"]):
+            out.append(
+                f"| {t['down_s']:g} s | {t['jobs']} | {t['work_s']:g} s | {t['settled']} |"
+                f" {_n(t['max_s_after_return'], 2, ' s')} |"
+                f" {_n(t['median_s_after_return'], 2, ' s')} | {t['max_polls_after_return']} |"
+                f" {t['succeeded_charged_once']} | {t['failed_refunded_once']} | {t['double']} |"
+                f" {t['polls_during_503']} / {t['polls_during_500']} |"
+                f" {t['log_lines']}, {t['log_tracebacks']} |"
+            )
+        out += [
+            "",
+            "The blip's jobs settle when their remaining work is done, not at the return.",
+            "",
+        ]
     sf = r.get("singleflight", {})
     if sf and "error" not in sf:
         h = sf["hits"]
@@ -557,6 +651,31 @@ def _details(r: dict) -> list[str]:
                 f"| {label} | {_n(_mib(s.get('VmRSS')), 1, ' MiB')} |"
                 f" {_n(_mib(s.get('VmHWM')), 1, ' MiB')} | {_n(_mib(s.get('Pss')), 1, ' MiB')} |"
                 f" {s.get('Threads')} |"
+            )
+        out.append("")
+    pl = r.get("places", {})
+    if pl and "error" not in pl:
+        build = pl.get("build_s", {})
+        out += [
+            "## 7. Place lookup",
+            "",
+            "In-process, `bench/places.py`: each resolver answers the same queries in alternating"
+            " rounds; the fastest round's mean time per query (medians over rounds in"
+            " brackets). The baseline is the"
+            f" resolver at {pl.get('baseline_rev')} (japancode only), loaded from git."
+            f" Index build: {_n(build.get('product'), 2, ' s')} (baseline"
+            f" {_n(build.get('baseline'), 2, ' s')}), once, in gunicorn's master.",
+            "",
+            "| queries | n | product | baseline | ratio | calls per query, product / baseline |",
+            "|---|---|---|---|---|---|",
+        ]
+        for kind, k in pl.get("kinds", {}).items():
+            out.append(
+                f"| {kind} | {k['queries']} | {_n(k['product_us'], 1, ' µs')}"
+                f" ({_n(k.get('product_median_us'), 1, ' µs')}) |"
+                f" {_n(k['baseline_us'], 1, ' µs')} ({_n(k.get('baseline_median_us'), 1, ' µs')}) |"
+                f" {_n(_safe_div(k['product_us'], k['baseline_us']), 2, 'x')} |"
+                f" {_n(k.get('product_calls'), 0)} / {_n(k.get('baseline_calls'), 0)} |"
             )
         out.append("")
     errors = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}

@@ -2,7 +2,8 @@
 
     python -m bench.run [--only poll_closed,poll_open,...] [--quick] [--no-profile]
 
-Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, submit, memory.
+Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, outage, submit,
+memory, places.
 Every figure is reported beside a baseline measured in the same run, as a ratio. The raw
 numbers go to bench/logs/results.json, server logs to bench/logs/*.log.
 """
@@ -23,7 +24,17 @@ from pathlib import Path
 from . import wrk
 from .common import LOGS, ROOT, Database, log, raise_fd_limit
 
-ALL = ("singleflight", "poll_closed", "poll_parts", "poll_open", "recovery", "submit", "memory")
+ALL = (
+    "singleflight",
+    "poll_closed",
+    "poll_parts",
+    "poll_open",
+    "recovery",
+    "outage",
+    "submit",
+    "memory",
+    "places",
+)
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
 
@@ -156,6 +167,10 @@ def _run_one(name: str, db: Database, quick: bool) -> dict:
         from . import recovery
 
         return recovery.run(db, kills=2 if quick else 5, term_sizes=(8,) if quick else (1, 8, 32))
+    if name == "outage":
+        from . import outage
+
+        return outage.run(db, jobs=8 if quick else 32)
     if name == "submit":
         from . import submit
 
@@ -164,6 +179,10 @@ def _run_one(name: str, db: Database, quick: bool) -> dict:
         from . import memory
 
         return memory.run(db)
+    if name == "places":
+        from . import places
+
+        return places.run(quick)
     raise ValueError(name)
 
 

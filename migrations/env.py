@@ -1,6 +1,7 @@
 import logging
 from logging.config import fileConfig
 
+import click
 from flask import current_app
 
 from alembic import context
@@ -9,10 +10,11 @@ from alembic import context
 # access to the values within the .ini file in use.
 config = context.config
 
-# Interpret the config file for Python logging.
-# This line sets up loggers basically.
-# Keep the app's loggers: migrations also run inside the server and the tests.
-fileConfig(config.config_file_name, disable_existing_loggers=False)
+# Interpret the config file for Python logging, but only for the `flask db` command
+# line: migrations also run inside gunicorn's on_starting and the tests, where the
+# app's own logging (timestamps, INFO) must stay as create_app() set it.
+if click.get_current_context(silent=True) is not None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger('alembic.env')
 
 

@@ -120,6 +120,10 @@ def make_app(database_url):
 
     for app in built:
         assert app.extensions["runner"].wait(10), "a job thread outlived its test"
+    for thread in threading.enumerate():  # chores that a request set off end with it
+        if thread.name in ("housekeeping", "sweep"):
+            thread.join(10)
+    for app in built:
         with app.app_context():
             db.engine.dispose()
     failpoints.configure("")
@@ -180,10 +184,10 @@ class Actions:
             data={"email": email, "password": password, "csrf_token": self.token("/login")},
         )
 
-    def submit(self, query: str = "札幌市", lang: str = "en", token: str | None = None):
+    def submit(self, query: str = "札幌市", lang: str = "en", token: str | None = None, **fields):
         token = token or self.token("/assessments/new")
         return self.client.post(
-            "/assessments", data={"query": query, "lang": lang, "csrf_token": token}
+            "/assessments", data={"query": query, "lang": lang, "csrf_token": token, **fields}
         )
 
 
@@ -290,3 +294,37 @@ def live(database_url, tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def db_proxy(database_url):
+    """A proxy in front of the test database."""
+    from tests.dbproxy import DbProxy
+
+    url = make_url(database_url)
+    if url.host:
+        proxy = DbProxy(url.host, url.port or 5432)
+    else:  # the embedded server listens on a unix socket only
+        proxy = DbProxy(unix_path=f"{url.query['host']}/.s.PGSQL.{url.port or 5432}")
+    yield proxy.start()
+    proxy.close()
+
+
+@pytest.fixture
+def proxied_live(database_url, db_proxy, tmp_path):
+    """Start a real gunicorn whose database connections go through the proxy."""
+    from tests.live import Server
+
+    truncate(database_url)
+    through = make_url(database_url).set(host="127.0.0.1", port=db_proxy.port, query={})
+    started = []
+
+    def start(**env):
+        url = through.render_as_string(hide_password=False)
+        s = Server(url, tmp_path / f"gunicorn-{len(started)}.log", **env)
+        started.append(s.start())
+        return s
+
+    yield start
+    for s in started:
+        s.stop()

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from tests.conftest import csrf_token
+from tests.conftest import Actions, csrf_token
 
 
 def count_users(sql):
@@ -203,19 +203,57 @@ def test_pages_are_never_cached_and_signed_in_users_skip_login(client, actions):
         assert response.status_code == 302 and response.headers["Location"] == "/"
 
 
-def test_password_guessing_is_braked_per_account(client, actions):
+def from_address(app, address):
+    """A browser of this app at another client address."""
+    client = app.test_client()
+    client.environ_base["REMOTE_ADDR"] = address
+    return Actions(client)
+
+
+def test_password_guessing_is_braked_per_account_and_address(app, client, actions):
     actions.signup("target@example.com")
     client.post("/logout", data={"csrf_token": actions.token("/")})
+    guesser = from_address(app, "203.0.113.7")
     for _ in range(10):
-        assert actions.login("target@example.com", "guess-wrong").status_code == 400
-    braked = actions.login("target@example.com")  # even the right password waits now
+        assert guesser.login("target@example.com", "guess-wrong").status_code == 400
+    braked = guesser.login("target@example.com")  # even the right password waits there
     assert braked.status_code == 429
-    assert "Too many failed attempts" in braked.get_data(as_text=True)
-    assert int(braked.headers["Retry-After"]) > 0
-    # Other accounts are not held by it.
-    actions.signup("bystander@example.com")
-    client.post("/logout", data={"csrf_token": actions.token("/")})
-    assert actions.login("bystander@example.com").status_code == 303
+    body = braked.get_data(as_text=True)
+    assert "Too many failed attempts" in body and "Try again in 15 minutes" in body
+    assert 14 * 60 < int(braked.headers["Retry-After"]) <= 15 * 60
+    # The owner, elsewhere, is not held by a stranger's guesses; other accounts neither.
+    assert actions.login("TARGET@example.com").status_code == 303
+    assert guesser.login("target@example.com", "x").status_code == 429
+
+
+def test_a_user_who_types_it_right_is_never_held(client, actions):
+    actions.signup("regular@example.com")
+    for _ in range(15):
+        client.post("/logout", data={"csrf_token": actions.token("/")})
+        assert actions.login("regular@example.com").status_code == 303
+
+
+def test_guesses_across_accounts_are_braked_per_address(make_app):
+    app = make_app(LOGIN_ADDRESS_RATE_LIMIT="3 per 15 minutes")
+    sprayer = from_address(app, "198.51.100.9")
+    for i in range(3):
+        assert sprayer.login(f"victim{i}@example.com", "guess").status_code == 400
+    assert sprayer.login("victim9@example.com", "guess").status_code == 429
+    assert from_address(app, "198.51.100.10").login("a@example.com", "x").status_code == 400
+
+
+def test_signups_are_braked_per_address(make_app, sql):
+    app = make_app(SIGNUP_RATE_LIMIT="2 per hour")
+    flood = from_address(app, "192.0.2.1")
+    for _ in range(3):  # a form error is not an account: not counted
+        assert flood.signup("typo").status_code == 400
+    for _ in range(2):
+        assert flood.signup().status_code == 303
+        flood.client.post("/logout", data={"csrf_token": flood.token("/")})
+    held = flood.signup()
+    assert held.status_code == 429 and int(held.headers["Retry-After"]) > 3000
+    assert sql("SELECT count(*) FROM users") == [(2,)]
+    assert from_address(app, "192.0.2.2").signup().status_code == 303
 
 
 def test_a_signed_out_submit_goes_to_login_and_writes_nothing(client, actions, sql):

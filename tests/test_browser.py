@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_for
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
@@ -74,9 +76,28 @@ def status_of(page):
     return box.get_attribute("data-status"), box.get_attribute("data-billing")
 
 
+def watch_csp(page):
+    """Collect every Content-Security-Policy violation the browser reports, on any page."""
+    violations = []
+    page.on(
+        "console",
+        lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    page.expose_function("reportCspViolation", lambda text: violations.append(text))
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e =>"
+        " window.reportCspViolation(e.violatedDirective + ' ' + e.blockedURI));"
+    )
+    return violations
+
+
 def test_a_job_from_submit_to_report_without_a_reload(page, live):
     server = live(ASSESSMENT_WORK_SECONDS="4", POLL_INTERVAL_SECONDS="0.5")
+    violations = watch_csp(page)
     sign_up(page, server, "ada@example.com")
+    assert (
+        "script-src 'self'" in page.request.get(server.url + "/").headers["content-security-policy"]
+    )
     assert page.locator("#balance").inner_text() == "3"
     shot(page, "dashboard")
 
@@ -98,8 +119,11 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
 
     page.wait_for_selector('#job-status[data-status="running"]')
     first = int(page.locator("#job-status progress").get_attribute("value"))
+    # A function, not an expression string: Playwright would eval() the string, which
+    # the page's CSP (rightly) refuses.
     page.wait_for_function(
-        f"Number(document.querySelector('#job-status progress')?.value) > {first}"
+        "first => Number(document.querySelector('#job-status progress')?.value) > first",
+        arg=first,
     )
     assert page.locator("#job-status .step").inner_text().startswith("Fetched layer")
     shot(page, "job-running")
@@ -115,6 +139,7 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     page.wait_for_timeout(2_000)  # four poll intervals
     assert len(polls) == settled_at, "the settled fragment kept polling"
     assert balance(page, server) == 2
+    assert violations == [], "the browser refused something under the CSP"
 
 
 def test_the_journey_in_japanese(page, live):
@@ -238,7 +263,9 @@ def test_the_keyboard_alone_signs_up_and_submits(page, live):
 
 
 def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
-    server = live(ASSESSMENT_WORK_SECONDS="0")
+    # No sweep after the first request's: it would settle the job below by itself, the
+    # ledger being readable again, before support could.
+    server = live(ASSESSMENT_WORK_SECONDS="0", SWEEP_INTERVAL_SECONDS="600")
     phone = browser.new_page(viewport=PHONE)
     sign_up(phone, server, "phone@example.com")
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
@@ -258,7 +285,6 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
         u=user_id,
         j=job_id,
     )
-    sql("UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s", u=user_id)
     sql(
         "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail) VALUES"
         " ('payment', 'REAP_CONSUME_LOOKUP_FAILED', 'critical', %(j)s, %(u)s,"
@@ -282,10 +308,17 @@ def test_pages_fit_a_phone_and_the_support_console(browser, live, sql):
 
 def test_a_deploy_while_watching_settles_the_open_page_at_once(page, live):
     # A lease far longer than the test: only the shutdown hook can settle the job.
-    server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600")
+    # The charge waits two seconds, so the page opens on a job not charged yet.
+    server = live(
+        ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600", FAILPOINTS="after_running=sleep:2"
+    )
     sign_up(page, server, "deploy@example.com")
     start_job(page, server, "Kobe")
+    assert page.locator("#job-status").get_attribute("data-billing") == "pending"
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
     page.wait_for_selector('#job-status[data-billing="charged"]')
+    # The top bar moved with the charge, before anything settled.
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "2"
     server.stop()  # SIGTERM: settled before the worker drains its last polls
     page.wait_for_selector('#job-status[data-billing="refunded"]')
     assert "The service restarted" in page.locator("#job-status").inner_text()
@@ -308,3 +341,66 @@ def test_a_server_that_vanished_says_so_then_tells_the_truth(page, live):
     page.wait_for_selector('#job-status[data-billing="refunded"]', timeout=30_000)
     assert page.locator("#connection-note").is_hidden()
     assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
+
+
+def test_a_database_outage_keeps_the_page_polling_then_tells_the_truth(
+    page, proxied_live, db_proxy, sql
+):
+    s = proxied_live(
+        ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="2", POLL_INTERVAL_SECONDS="0.5"
+    )
+    sign_up(page, s, "outage@example.com")
+    start_job(page, s, "Nara")
+    page.wait_for_selector('#job-status[data-billing="charged"]')
+
+    db_proxy.down()  # the database, not the server, is gone: polls get the 503 page
+    page.wait_for_selector("#connection-note", state="visible")
+    assert page.locator("#job-status").get_attribute("data-status") == "running"
+    shot(page, "job-database-outage")
+    wait_for(
+        lambda: sql("SELECT heartbeat_at < now() - interval '2.5 s' FROM assessment_jobs")[0][0]
+    )
+    db_proxy.up()
+
+    # The 503s did not end the polling: the next poll reaps, refunds and says so.
+    page.wait_for_selector('#job-status[data-billing="refunded"]')
+    assert page.locator("#connection-note").is_hidden()
+    assert page.locator("#nav-balance").get_attribute("data-balance") == "3"
+
+
+def test_cancel_a_running_job_and_the_zero_point_form(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="20", POLL_INTERVAL_SECONDS="0.5", SIGNUP_POINTS="1")
+    sign_up(page, server, "cancel@example.com")
+    start_job(page, server, "Sapporo")
+    page.wait_for_selector('#job-status[data-billing="charged"]')
+    page.get_by_role("button", name="Cancel this assessment").click()
+    page.wait_for_selector('#job-status[data-billing="refunded"]')
+    text = page.locator("#job-status").inner_text()
+    assert "You cancelled this assessment." in text and "Your point was refunded." in text
+    assert page.get_by_role("button", name="Cancel this assessment").count() == 0
+    shot(page, "job-cancelled")
+
+    # Spend the only point, then the form says so once, with a disabled button.
+    start_job(page, server, "Sendai")
+    page.goto(server.url + "/assessments/new")
+    assert page.locator(".alert").count() == 1
+    assert "support@example.com" in page.locator(".alert").inner_text()
+    assert page.get_by_role("button", name=re.compile("Start assessment")).is_disabled()
+    shot(page, "form-no-points")
+
+
+def test_tables_become_cards_on_a_phone(browser, live):
+    server = live(ASSESSMENT_WORK_SECONDS="0")
+    phone = browser.new_page(viewport=PHONE)
+    sign_up(phone, server, "cards@example.com")
+    start_job(phone, server, "府中市 東京都")
+    phone.wait_for_selector('#job-status[data-status="succeeded"]')
+    for path in ("/assessments", "/points"):
+        phone.goto(server.url + path)
+        assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert phone.locator("thead").first.bounding_box()["height"] <= 1
+        assert (
+            phone.locator("td[data-label]").first.evaluate("el => getComputedStyle(el).display")
+            == "block"
+        )
+    shot(phone, "history-phone")

@@ -186,16 +186,13 @@ def test_a_postal_code_before_an_address_is_ignored(query: str) -> None:
     assert resolve_place(query).name_ja == "新宿区"
 
 
+# A postal code alone used to be refused ("looks like a postal code"); it now names its
+# municipality from Japan Post's data: see tests/test_places_current.py.
 @pytest.mark.parametrize(
     "query", ["160-0023", "1600023", "〒1600023", "〒160-0023", "１６０－００２３", "〒160-0023、"]
 )
-def test_a_postal_code_alone_asks_for_the_municipality(query: str) -> None:
-    with pytest.raises(PlaceNotFound) as info:
-        resolve_place(query)
-    message = str(info.value)
-    assert "looks like a postal code" in message
-    assert "municipality's name or its local-government code" in message
-    assert "not a local-government code" not in message
+def test_a_postal_code_alone_names_its_municipality(query: str) -> None:
+    assert resolve_place(query).code == "131041"  # 新宿区
 
 
 @pytest.mark.parametrize(
@@ -362,6 +359,7 @@ def test_an_area_round_trips_through_json() -> None:
     area = resolve_place("札幌市中央区")
     again = Area.from_dict(json.loads(json.dumps(area.to_dict())))
     assert again == area
+    assert again.to_dict() == area.to_dict()  # == compares codes and names, not tiles
     assert isinstance(again.tiles[0], tuple)
 
 

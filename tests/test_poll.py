@@ -25,7 +25,7 @@ def polled(make_app, sql):
 
 def recording(make_app, sql, **config):
     """Build an app that records the paths Flask itself handled; sign a user up."""
-    app = make_app(HOUSEKEEPING_INTERVAL_SECONDS=0, **config)
+    app = make_app(HOUSEKEEPING_INTERVAL_SECONDS=0.001, **config)
     seen = []
 
     @app.before_request

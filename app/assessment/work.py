@@ -8,21 +8,39 @@ from typing import Any
 
 from ..singleflight import CacheStats, SingleFlightCache
 from .analysis import LANGS, LAYERS, Layer, analyse
-from .area import Area, tile_key
-from .providers import DATASETS, LayerProvider
+from .area import Area
+from .providers import LayerProvider, ProviderError, Stopped, default_keys
 
-Fetched = dict[str, list[dict[str, float]]]
-
-
-class _Stopped(Exception):
-    """The job stopped elsewhere; a layer still fetching gives up at its next call."""
+Fetched = dict[str, list[dict[str, Any]]]
 
 
-def keys_for(area: Area, dataset: str) -> list[str]:
-    """Return the keys by which a dataset is fetched for an area: its tiles, or its code."""
-    if DATASETS[dataset].scope == "tile":
-        return [tile_key(tile) for tile in area.tiles]
-    return [area.code]
+# How often the job's thread looks at its stop signal while layers fetch: a stopped
+# job gives its runner slot back this soon, whatever its fetches are waiting on.
+STOP_CHECK_SECONDS = 0.1
+
+
+def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
+    """Return the keys by which a dataset is fetched for an area, as its provider asks."""
+    keys = getattr(provider, "keys", None)
+    return keys(area, dataset) if keys is not None else default_keys(area, dataset)
+
+
+def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area: Area) -> dict:
+    """Say per dataset where its figures came from and from how many points."""
+    sources: dict[str, dict[str, Any]] = {}
+    for per_layer in fetched.values():
+        for dataset, answers in per_layer.items():
+            if dataset in sources:
+                continue
+            describe = getattr(provider, "source", None)
+            info = dict(describe(dataset)) if describe else {"real": not provider.is_demo}
+            info["points"] = len(answers)
+            info["asked"] = len(keys_for(area, dataset, provider))
+            notes = sorted({str(a["source"]) for a in answers if a.get("source")})
+            if notes:
+                info["notes"] = notes
+            sources[dataset] = info
+    return sources
 
 
 def run_assessment(
@@ -32,24 +50,44 @@ def run_assessment(
     provider: LayerProvider,
     cache: SingleFlightCache,
     progress: Callable[[str, int], None],
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Fetch the area's hazard layers, analyse them and return the JSON-safe report.
 
     An exception from progress (the job was cancelled) or from the provider propagates at
-    once; layers still fetching stop at their next upstream call.
+    once, and so does Stopped once the job's stop signal is set, even while a fetch is
+    under way; layers still fetching give up (the demo at once, http after its call).
     """
     if lang not in LANGS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
     counter = CacheStats()
-    stop = threading.Event()
+    stop = stop or threading.Event()
 
-    def fetch(dataset: str, key: str) -> dict[str, float]:
-        if stop.is_set():
-            raise _Stopped()
-        return cache.get((dataset, key), lambda: provider.fetch(dataset, key), counter)
+    def fetch(dataset: str, key: str) -> dict[str, Any] | None:
+        while True:
+            if stop.is_set():
+                raise Stopped()
+            try:  # by keyword: a routing provider passes it through to the real one
+                return cache.get(
+                    (dataset, key), lambda: provider.fetch(dataset, key, stop=stop), counter
+                )
+            except Stopped:
+                if stop.is_set():
+                    raise
+                # We joined another job's fetch of this key and that job stopped: this
+                # one has not, so it fetches the key itself.
+
+    def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
+        keys = keys_for(area, dataset, provider)
+        # None: the source has no data at that key (a point at sea); the rest decide.
+        answers = [a for a in (fetch(dataset, key) for key in keys) if a is not None]
+        if not answers:
+            reason = f"the service has no data at any of the {len(keys)} places asked"
+            raise ProviderError(dataset, area.code, reason)
+        return answers
 
     def fetch_layer(layer: Layer) -> Fetched:
-        return {ds: [fetch(ds, key) for key in keys_for(area, ds)] for ds in layer.datasets}
+        return {ds: fetch_dataset(ds) for ds in layer.datasets}
 
     total = len(LAYERS)
     progress(f"Fetching {total} hazard layers", 0)
@@ -60,24 +98,34 @@ def run_assessment(
             pool.submit(fetch_layer, layer): layer for layer in LAYERS
         }
         while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=STOP_CHECK_SECONDS, return_when=FIRST_COMPLETED)
+            if stop.is_set():
+                raise Stopped()
             for future in done:
                 layer = pending.pop(future)
                 fetched[layer.key] = future.result()  # a provider error raises here
                 n = len(fetched)
                 progress(f"Fetched layer {n} of {total} ({layer.key})", 5 + 85 * n // total)
-    finally:
-        # On success every layer is done; on an error, the others stop at their next call.
+    except BaseException:
+        # The others stop at their next call, or at once if they are waiting on one.
         stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
 
     progress("Analysing", 95)
+    sources = describe_sources(provider, fetched, area)
+    analysed = analyse(area, lang, fetched)
+    for row in analysed["layers"]:
+        row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
     report = {
         "area": area.to_dict(),
         "lang": lang,
-        **analyse(area, lang, fetched),
+        **analysed,
+        "sources": sources,
         "provider": provider.name,
-        "demo": bool(provider.is_demo),
+        # The banner: shown while any layer still reads demonstration data.
+        "demo": not all(row["real"] for row in analysed["layers"]),
         "cache": counter.as_dict(),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

@@ -2,13 +2,13 @@
 
 import logging
 import threading
+import time
 import uuid
 
 from flask import current_app
 
-from .. import failpoints
-from ..assessment import Area, ProviderError, resolve_place, run_assessment
-from ..extensions import db
+from .. import dbretry, failpoints
+from ..assessment import Area, ProviderError, Stopped, resolve_place, run_assessment
 from ..points import ledger
 from . import transitions, views
 from .runner import Runner, RunnerBusy
@@ -16,24 +16,40 @@ from .runner import Runner, RunnerBusy
 log = logging.getLogger(__name__)
 
 
-def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
+class AlreadyReported(Exception):
+    """The user has a kept report of this area; starting again needs their confirmation."""
+
+    def __init__(self, job_id: uuid.UUID, lang: str):
+        super().__init__("a report of this area is already yours")
+        self.job_id = job_id
+        self.lang = lang  # the report's language: the other one is free to read
+
+
+def submit(
+    user_id: int, query: str, lang: str, generation: int, confirmed: bool = False
+) -> uuid.UUID:
     """Start an assessment and return its job id; the work runs after this returns.
 
     Resolving the place and checking the balance charge nothing: the point is consumed
-    by the job itself, before any expensive work.
+    by the job itself, before any expensive work. Unless confirmed, a place the user
+    already has a kept report of raises AlreadyReported (in this language if there is
+    one), so nobody pays twice for the same thing without knowing it.
     """
     area = resolve_place(query)
+    if not confirmed and (reports := views.finished_reports(user_id, area.code)):
+        same = next((r for r in reports if r.lang == lang), reports[0])
+        raise AlreadyReported(same.id, same.lang)
     # The row goes in before the slot is taken, so the one-in-flight index answers
     # first: a double click is always a 409, never a 503 that depends on timing.
     try:
-        job_id = transitions.create(user_id, query, lang, area.to_dict())
+        job_id = transitions.create(user_id, query, lang, area.to_dict(), generation)
     except transitions.AssessmentInFlight as exc:
         # The job in the way may be an orphan of a crash that nobody has polled since:
         # settle it the way a poll would, and if that frees the user, try once more.
         in_the_way = views.view(exc.job_id, user_id) if exc.job_id else None
         if in_the_way is None or in_the_way.status in ("pending", "running"):
             raise
-        job_id = transitions.create(user_id, query, lang, area.to_dict())
+        job_id = transitions.create(user_id, query, lang, area.to_dict(), generation)
     runner: Runner = current_app.extensions["runner"]
     try:
         runner.reserve()
@@ -50,23 +66,40 @@ def submit(user_id: int, query: str, lang: str) -> uuid.UUID:
 
 
 def run(job_id: uuid.UUID, stop: threading.Event) -> None:
-    """Run one job on its thread: start and charge, work, finish; settle it if it fails."""
+    """Run one job on its thread: start and charge, work, finish; settle it if it fails.
+
+    A database blip shorter than the lease does not end the job: the start and the
+    finish are retried while the lease lasts, progress writes are best-effort.
+    """
     app = current_app._get_current_object()
+    lease = Lease(app.config["JOB_LEASE_SECONDS"], app.extensions["runner"])
 
     def progress(step: str, percent: int) -> None:
         if stop.is_set():
             raise transitions.JobCancelled(str(job_id))
-        transitions.report_progress(job_id, step, percent)
+        began = time.monotonic()
+        try:
+            transitions.report_progress(job_id, step, percent)
+        except Exception as exc:
+            if not dbretry.is_transient(exc):
+                raise
+            dbretry.rollback()
+            dbretry.outage.failed(exc)
+            if lease.ended():
+                raise LeaseRanOut() from exc
+            return  # best-effort: the heartbeat or the next step writes again
+        lease.renewed(began)
 
     try:
         try:
-            started = transitions.start(job_id)
+            started = dbretry.retry(lambda: transitions.start(job_id), until=lease.end(), stop=stop)
         except ledger.InsufficientPoints:
-            _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.")
+            _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.", lease)
             return
         if started is None:
             log.info("job %s was no longer pending; not started", job_id)
             return
+        lease.renewed(time.monotonic())
         failpoints.hit("after_consume")
         # Only now, with the point consumed, does the paid work begin.
         result = run_assessment(
@@ -75,26 +108,80 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             provider=app.extensions["layer_provider"],
             cache=app.extensions["layer_cache"],
             progress=progress,
+            stop=stop,  # a reaped or shut-down job gives up even inside a fetch
         )
         failpoints.hit("before_success")
-        if transitions.succeed(job_id, result):
+        # Retried until it commits or the lease runs out; the conditional UPDATE makes a
+        # retry of a commit that landed a no-op, and succeed() reads that as done.
+        if dbretry.retry(lambda: transitions.succeed(job_id, result), until=lease.end()):
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
-    except transitions.JobCancelled:
+    except (transitions.JobCancelled, Stopped):
         log.info("job %s stopped: its row is no longer running", job_id)
+    except LeaseRanOut:
+        log.warning("job %s: the database was out of reach past its lease; work dropped", job_id)
     except ProviderError as exc:
         log.warning("job %s: provider failed: %s", job_id, exc)
         _fail(
             job_id,
             "PROVIDER_ERROR",
             f'The "{exc.dataset}" hazard data could not be fetched: {exc.reason}.',
+            lease,
         )
-    except Exception:
+    except Exception as exc:
+        if dbretry.is_transient(exc):
+            # Retried until the lease ran out: the reaper's refund stands, nothing is
+            # charged twice, and there is no database to write a failure to.
+            log.warning(
+                "job %s: the database was out of reach past its lease; work dropped", job_id
+            )
+            return
         log.exception("job %s failed", job_id)
-        _fail(job_id, "INTERNAL_ERROR", "The assessment failed because of an error on our side.")
+        _fail(
+            job_id,
+            "INTERNAL_ERROR",
+            "The assessment failed because of an error on our side.",
+            lease,
+        )
 
 
-def _fail(job_id: uuid.UUID, code: str, message: str) -> None:
-    db.session.rollback()
-    transitions.fail_and_settle(job_id, code, message)
+class LeaseRanOut(Exception):
+    """The database stayed out of reach past the job's lease: the reaper settles the job."""
+
+
+class Lease:
+    """When this job's lease ends, as far as this process can tell without the database.
+
+    The database's clock decides (the reaper's WHERE); this local estimate only bounds
+    how long the thread retries. It counts from the last write that kept the job alive:
+    the thread's own, or the runner's heartbeat.
+    """
+
+    def __init__(self, seconds: float, runner: Runner):
+        self.seconds = seconds
+        self.runner = runner
+        self.alive_at = time.monotonic()  # the thread starts just after the row's creation
+
+    def renewed(self, at: float) -> None:
+        """Note a write that kept the job alive, begun at `at` (monotonic)."""
+        self.alive_at = max(self.alive_at, at)
+
+    def end(self) -> float:
+        """Return the monotonic time at which the lease runs out."""
+        return max(self.alive_at, self.runner.last_beat) + self.seconds
+
+    def ended(self) -> bool:
+        """Tell whether the lease has run out."""
+        return time.monotonic() >= self.end()
+
+
+def _fail(job_id: uuid.UUID, code: str, message: str, lease: Lease) -> None:
+    dbretry.rollback()
+    try:
+        # fail_and_settle is conditional and finalize idempotent: a retry is safe.
+        dbretry.retry(lambda: transitions.fail_and_settle(job_id, code, message), until=lease.end())
+    except Exception as exc:
+        if not dbretry.is_transient(exc):
+            raise
+        log.warning("job %s: could not record its failure; the reaper settles it", job_id)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from flask import Flask
 
+from .. import dbretry
 from ..extensions import db
 from . import transitions
 
@@ -36,6 +37,7 @@ class Runner:
         self._closing = False
         self._heartbeat: threading.Thread | None = None
         self._wake = threading.Event()
+        self.last_beat = 0.0  # monotonic start of the last heartbeat that reached the database
 
     def reserve(self) -> None:
         """Take a slot for a job about to be created, or raise RunnerBusy."""
@@ -52,10 +54,24 @@ class Runner:
         stop = threading.Event()
         with self._lock:
             self._live[job_id] = stop
-        self._ensure_heartbeat()
-        threading.Thread(
-            target=self._run, args=(job_id, work, stop), name=f"job-{job_id}", daemon=True
-        ).start()
+        try:
+            self._ensure_heartbeat()
+            threading.Thread(
+                target=self._run, args=(job_id, work, stop), name=f"job-{job_id}", daemon=True
+            ).start()
+        except BaseException:
+            # The OS refused a thread ("can't start new thread"): nothing will run this
+            # job, so it must not keep a slot or a heartbeat. It was never charged.
+            with self._lock:
+                self._live.pop(job_id, None)
+            self._slots.release()
+            log.exception("could not start a thread for job %s", job_id)
+            try:
+                transitions.fail_and_settle(job_id, transitions.INTERRUPTED, NOT_STARTED_MESSAGE)
+            except Exception:  # noqa: BLE001 - the sweep settles it once its lease runs out
+                db.session.rollback()
+                log.exception("could not settle job %s that never started", job_id)
+            raise RunnerBusy() from None
 
     def _run(self, job_id, work, stop) -> None:
         try:
@@ -93,15 +109,20 @@ class Runner:
     def _beat(self) -> None:
         """Keep live jobs' heartbeat fresh; tell jobs whose row stopped running to stop."""
         while not self._wake.wait(self.heartbeat_seconds):
+            began = time.monotonic()  # before the snapshot: every job in it is covered
             ids = self.running_ids()
             if not ids:
                 continue
             try:
                 with self.app.app_context():
                     alive = transitions.heartbeat(ids)
-            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease covers it
-                log.exception("heartbeat failed")
+            except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the lease covers it
+                if dbretry.is_transient(exc):
+                    dbretry.outage.failed(exc)  # one line per outage, not one per beat
+                else:
+                    log.exception("heartbeat failed")
                 continue
+            self.last_beat = began
             with self._lock:
                 for job_id in ids:
                     # A row that left pending/running was reaped or shut down: stop.
@@ -131,3 +152,4 @@ class Runner:
 
 
 SHUTDOWN_MESSAGE = "The service restarted while your assessment was running."
+NOT_STARTED_MESSAGE = "The service was too busy to start your assessment."

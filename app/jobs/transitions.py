@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import Any
 
+import psycopg
 from flask import current_app
 from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
@@ -62,16 +63,22 @@ class NotEnoughPoints(Exception):
     """The user has no point to spend on an assessment."""
 
 
-def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None) -> uuid.UUID:
+def create(
+    user_id: int, query_text: str, lang: str, area: dict[str, Any] | None, generation: int
+) -> uuid.UUID:
     """Insert a pending job for a user who has a point to spend.
 
-    Raise NotEnoughPoints if the balance is zero (nothing is written, nothing charged:
-    the job consumes its point when it starts) and AssessmentInFlight if the user has
-    a job pending or running. One autocommit statement: the balance check and the
-    one-in-flight index decide inside it, and it is durable when this returns.
+    Raise NotEnoughPoints if the balance is zero or the session's generation is not the
+    user's (nothing is written, nothing charged: the job consumes its point when it
+    starts) and AssessmentInFlight if the user has a job pending or running. One
+    autocommit statement: the balance check and the one-in-flight index decide inside
+    it, and it is durable when this returns.
     """
     try:
-        row = execute_one(CREATE_SQL, {"u": user_id, "q": query_text, "l": lang, "a": _json(area)})
+        row = execute_one(
+            CREATE_SQL,
+            {"u": user_id, "g": generation, "q": query_text, "l": lang, "a": _json(area)},
+        )
     except UniqueViolation as exc:
         # Only the one-in-flight index means "already running"; any other
         # integrity error is a real error and propagates.
@@ -86,7 +93,9 @@ def create(user_id: int, query_text: str, lang: str, area: dict[str, Any] | None
 CREATE_SQL = text(
     "INSERT INTO assessment_jobs (user_id, query_text, lang, area, step)"
     " SELECT :u, :q, :l, CAST(:a AS jsonb), 'Waiting to start'"
-    " WHERE EXISTS (SELECT 1 FROM users WHERE id = :u AND point_balance >= 1)"
+    # A session revoked by logout (or of a deleted user) inserts nothing.
+    " WHERE EXISTS (SELECT 1 FROM users WHERE id = :u AND session_generation = :g"
+    "   AND point_balance >= 1)"
     " RETURNING id"
 )
 
@@ -128,7 +137,18 @@ def start(job_id: uuid.UUID) -> Row | None:
     ).first()
     if row is None:
         db.session.rollback()
-        return None
+        # Only the job's own thread moves it to running: a running row is this thread's
+        # earlier attempt, whose commit (start and charge) landed before its connection
+        # dropped. It is started and charged; carry on with it.
+        mine = db.session.execute(
+            text(
+                "SELECT user_id, lang, area FROM assessment_jobs"
+                " WHERE id = :id AND status = 'running'"
+            ),
+            {"id": job_id},
+        ).first()
+        db.session.rollback()
+        return mine
     try:
         failpoints.hit("after_running")
         ledger.consume(row.user_id, job_id)
@@ -140,13 +160,17 @@ def start(job_id: uuid.UUID) -> Row | None:
 
 
 def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
-    """Record the step a running job is on; raise JobCancelled if it is not running."""
+    """Record the step a running job is on; raise JobCancelled if it is not running.
+
+    A job whose lease ran out (the database was out of reach for longer) is the
+    reaper's: this write does not revive it.
+    """
     alive = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET step = :s, progress = :p, heartbeat_at = now()"
-            " WHERE id = :id AND status = 'running' RETURNING id"
+            "UPDATE assessment_jobs j SET step = :s, progress = :p, heartbeat_at = now()"
+            f" WHERE j.id = :id AND j.status = 'running' AND NOT {STALE} RETURNING j.id"
         ),
-        {"id": job_id, "s": step[:200], "p": max(0, min(100, progress))},
+        {"id": job_id, "s": step[:200], "p": max(0, min(100, progress)), **ages()},
     ).first()
     db.session.commit()
     if alive is None:
@@ -154,7 +178,11 @@ def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
 
 
 def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
-    """Record a job's result; False if it was reaped meanwhile (the result is dropped)."""
+    """Record a job's result; False if it was reaped meanwhile (the result is dropped).
+
+    Only the job's own thread sets 'succeeded': a row found so is this thread's earlier
+    attempt, whose commit landed before its connection dropped. That is done, not lost.
+    """
     done = db.session.execute(
         text(
             "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
@@ -165,7 +193,18 @@ def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
         {"id": job_id, "r": _json(result)},
     ).first()
     db.session.commit()
-    return done is not None
+    if done is None:
+        return status_of(job_id) == "succeeded"
+    return True
+
+
+def status_of(job_id: uuid.UUID) -> str | None:
+    """Return a job's status as committed."""
+    status = db.session.execute(
+        text("SELECT status FROM assessment_jobs WHERE id = :id"), {"id": job_id}
+    ).scalar_one_or_none()
+    db.session.rollback()
+    return status
 
 
 def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
@@ -182,6 +221,32 @@ def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
     return done
 
 
+CANCELLED = "CANCELLED"
+
+
+def cancel(job_id: uuid.UUID, user_id: int) -> bool:
+    """Cancel the user's pending or running job and settle its point; False if it had ended.
+
+    The same conditional UPDATE as every transition: against the job's own success
+    exactly one wins. A running job's thread sees its row leave running at its next
+    progress report or heartbeat and stops; its point is refunded by the finalizer.
+    """
+    done = db.session.execute(
+        text(
+            "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            " error_code = :c, message = 'You cancelled this assessment.'"
+            " WHERE id = :id AND user_id = :u AND status IN ('pending', 'running')"
+            " RETURNING id"
+        ),
+        {"id": job_id, "u": user_id, "c": CANCELLED},
+    ).first()
+    db.session.commit()
+    if done is None:
+        return False
+    billing.finalize(job_id, user_id)
+    return True
+
+
 def fail_and_settle(job_id: uuid.UUID, error_code: str, message: str) -> bool:
     """Fail a pending or running job and settle its point; False if it had ended already."""
     user_id = fail(job_id, error_code, message)
@@ -192,13 +257,18 @@ def fail_and_settle(job_id: uuid.UUID, error_code: str, message: str) -> bool:
 
 
 def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    """Refresh the heartbeat of live jobs; return the ids that are still pending or running."""
+    """Refresh the heartbeat of live jobs; return the ids that are still pending or running.
+
+    A job whose lease ran out (the database was out of reach for longer) is the
+    reaper's: a late heartbeat does not revive it, and its thread is told to stop.
+    """
     rows = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET heartbeat_at = now()"
-            " WHERE id = ANY(:ids) AND status IN ('pending', 'running') RETURNING id"
+            "UPDATE assessment_jobs j SET heartbeat_at = now()"
+            f" WHERE j.id = ANY(:ids) AND NOT {STALE} AND j.status IN ('pending', 'running')"
+            " RETURNING j.id"
         ),
-        {"ids": job_ids},
+        {"ids": job_ids, **ages()},
     ).scalars()
     alive = set(rows)
     db.session.commit()
@@ -231,8 +301,8 @@ def execute_one(statement: TextClause, params: dict[str, Any]) -> Any:
     0.12 ms (bench/poll_parts.py). The SQL is still SQLAlchemy's, compiled once.
     """
     conn = db.engine.raw_connection()
+    pg = conn.driver_connection
     try:
-        pg = conn.driver_connection
         pg.autocommit = True
         try:
             with pg.cursor(row_factory=namedtuple_row) as cur:
@@ -240,6 +310,10 @@ def execute_one(statement: TextClause, params: dict[str, Any]) -> Any:
                 return cur.fetchone()
         finally:
             pg.autocommit = False
+    except psycopg.Error:
+        if pg.broken:  # the database went away: drop the connection, do not pool it
+            conn.invalidate()
+        raise
     finally:
         conn.close()  # back to the pool
 

@@ -55,7 +55,7 @@ WITH_CONSUME = (
 
 VIEW_SQL = text(
     "SELECT j.id, j.status, j.message, j.step, j.progress, j.query_text, j.lang, j.area,"
-    " (SELECT point_balance FROM users u WHERE u.id = j.user_id) AS balance,"
+    " u.point_balance AS balance,"
     " extract(epoch FROM coalesce(j.finished_at, now())"
     "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
     f" {STALE} AS stale,"
@@ -64,13 +64,17 @@ VIEW_SQL = text(
     " (j.status = 'running' AND j.heartbeat_at < now() - make_interval(secs => :late))"
     "   AS late,"
     f"{BILLING_COLUMNS}{WITH_CONSUME}"
+    # The session's generation is checked in this same read: a session revoked by logout
+    # (or of a deleted user) finds no row. NULL: the caller's user was loaded and checked.
+    " JOIN users u ON u.id = j.user_id"
     " WHERE j.id = :id AND j.user_id = :user"
+    "   AND (u.session_generation = :gen OR CAST(:gen AS integer) IS NULL)"
 )
 
 
-def _params(job_id: uuid.UUID, user_id: int) -> dict[str, Any]:
+def _params(job_id: uuid.UUID, user_id: int, generation: int | None) -> dict[str, Any]:
     late = LATE_HEARTBEATS * current_app.config["JOB_HEARTBEAT_SECONDS"]
-    return {"id": job_id, "user": user_id, "late": late, **transitions.ages()}
+    return {"id": job_id, "user": user_id, "gen": generation, "late": late, **transitions.ages()}
 
 
 def parse_id(raw: str) -> uuid.UUID | None:
@@ -81,34 +85,36 @@ def parse_id(raw: str) -> uuid.UUID | None:
         return None
 
 
-def view(job_id: uuid.UUID, user_id: int) -> JobView | None:
+def view(job_id: uuid.UUID, user_id: int, generation: int | None = None) -> JobView | None:
     """Return the user's job as the status fragment shows it, settling it if it needs it.
 
     A healthy poll is this one SELECT: staleness, lateness and billing are computed in it
     on the database clock. Only a stale-looking row runs the reaping UPDATE, which repeats
     the condition itself, and only a job that a fresh read shows failed and unfinalized
     runs the finalizer, in the same request: the poll that reaps tells the truth at once.
+    A generation (from a session not yet checked) must match the user's, or it is None.
     """
-    row = _select(job_id, user_id)
+    row = _select(job_id, user_id, generation)
     if row is None:
         return None
     if row.stale:
         if transitions.reap(job_id):
             failpoints.hit("after_reap")
-        row = _select(job_id, user_id)  # the reap may have lost to a heartbeat or a finish
-    if row.status == "failed" and not row.finalized:
+        # The reap may have lost to a heartbeat or a finish (or the session to a logout).
+        row = _select(job_id, user_id, generation)
+    if row is not None and row.status == "failed" and not row.finalized:
         billing.finalize(job_id, user_id)
-        row = _select(job_id, user_id)
-    return _as_view(row)
+        row = _select(job_id, user_id, generation)
+    return _as_view(row) if row is not None else None
 
 
-def live_view(job_id: uuid.UUID, user_id: int) -> JobView | None:
+def live_view(job_id: uuid.UUID, user_id: int, generation: int | None = None) -> JobView | None:
     """Return the user's job if it is pending or running and not stale, else None.
 
     For the poll's fast path (app/web/poll.py): such a job needs nothing but this read.
     None sends the poll to view(), which reaps, settles or says 404 as it must.
     """
-    row = _select(job_id, user_id)
+    row = _select(job_id, user_id, generation)
     if row is None or row.stale or row.status not in ("pending", "running"):
         return None
     return _as_view(row)
@@ -134,8 +140,8 @@ def _as_view(row: Any) -> JobView:
     )
 
 
-def _select(job_id: uuid.UUID, user_id: int) -> Any:
-    return transitions.execute_one(VIEW_SQL, _params(job_id, user_id))
+def _select(job_id: uuid.UUID, user_id: int, generation: int | None) -> Any:
+    return transitions.execute_one(VIEW_SQL, _params(job_id, user_id, generation))
 
 
 def settle_user_jobs(user_id: int) -> None:
@@ -162,6 +168,18 @@ def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
         text("SELECT result FROM assessment_jobs WHERE id = :id AND user_id = :u"),
         {"id": job_id, "u": user_id},
     ).scalar_one_or_none()
+
+
+def finished_reports(user_id: int, area_code: str) -> list[Any]:
+    """Return the user's kept reports of an area (id, lang), newest first."""
+    return db.session.execute(
+        text(
+            "SELECT id, lang FROM assessment_jobs"
+            " WHERE user_id = :u AND status = 'succeeded' AND result IS NOT NULL"
+            " AND area->>'code' = :code ORDER BY finished_at DESC"
+        ),
+        {"u": user_id, "code": area_code},
+    ).all()
 
 
 def history(user_id: int, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Accounts: creating users with their signup points, and checking passwords."""
 
 from psycopg.errors import UniqueViolation
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import IntegrityError
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -52,3 +52,23 @@ def set_preferences(user_id: int, **choices: str) -> None:
     columns = {name: value for name, value in choices.items() if name in ("locale", "timezone")}
     db.session.execute(update(User).where(User.id == user_id).values(**columns))
     db.session.commit()
+
+
+def end_sessions(user_id: int) -> None:
+    """Revoke every session of the user, on every device: bump the session generation."""
+    db.session.execute(
+        text("UPDATE users SET session_generation = session_generation + 1 WHERE id = :u"),
+        {"u": user_id},
+    )
+    db.session.commit()
+
+
+def session_alive(user_id: int, generation: int) -> bool:
+    """Tell whether a session of this user and generation is still valid."""
+    return (
+        db.session.execute(
+            text("SELECT 1 FROM users WHERE id = :u AND session_generation = :g"),
+            {"u": user_id, "g": generation},
+        ).first()
+        is not None
+    )

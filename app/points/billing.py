@@ -66,7 +66,8 @@ def finalize(job_id: uuid.UUID, user_id: int) -> bool:
     """
     try:
         # The row lock makes finalizers take turns; the WHERE makes every one after the
-        # first (and any call on a job that is not failed) a no-op.
+        # first (and any call on a job that is not failed) a no-op. LOCK ORDER, here and
+        # in settle_by_support: the job row first, then its incidents.
         locked = db.session.execute(
             text(
                 "SELECT id FROM assessment_jobs"
@@ -91,6 +92,8 @@ def finalize(job_id: uuid.UUID, user_id: int) -> bool:
         return True
     except Exception as exc:  # noqa: BLE001 - any failure here is routed to support
         db.session.rollback()
+        # Every failure is logged, a repeat too: its incident exists already and says nothing.
+        log.exception("could not finalize job %s; support decides until a retry succeeds", job_id)
         try:
             incidents.record(
                 scope="payment",
@@ -115,16 +118,18 @@ def settle_by_support(
     is not a failed one (a job that succeeded is never refunded).
     """
     resolution = ("refund" if refund else "no refund due") + f": {reason}"
+    # LOCK ORDER: the job row first, then its incidents, as in finalize(); the opposite
+    # order let a finalizer and a support agent each hold what the other waited for.
+    failed = db.session.execute(
+        text("SELECT id FROM assessment_jobs WHERE id = :id AND status = 'failed' FOR UPDATE"),
+        {"id": job_id},
+    ).first()
     resolved = db.session.execute(
         text(
             "UPDATE incidents SET resolved_at = now(), resolved_by = :by, resolution = :res"
             " WHERE id = :id AND job_id = :job AND resolved_at IS NULL RETURNING id"
         ),
         {"id": incident_id, "job": job_id, "by": support_id, "res": resolution},
-    ).first()
-    failed = db.session.execute(
-        text("SELECT id FROM assessment_jobs WHERE id = :id AND status = 'failed' FOR UPDATE"),
-        {"id": job_id},
     ).first()
     if resolved is None or failed is None:
         db.session.rollback()

@@ -1,18 +1,25 @@
-"""The points ledger: every change to a balance is a ledger row in the same transaction.
+"""The points ledger: every change to a balance is a ledger row, and only a ledger row.
 
 These functions run inside the caller's transaction and never commit: the caller
 decides what else belongs in the same unit (a refund and the job's final message,
-for one). The partial unique indexes on point_ledger make consume and refund
-idempotent; ON CONFLICT DO NOTHING turns the second attempt into a no-op.
+for one). They only insert ledger rows: a trigger applies each row's amount to
+users.point_balance in the same statement, and refuses any other balance change
+(migrations/versions/0004_ledger_enforced.py). The partial unique indexes make
+consume and refund idempotent; ON CONFLICT DO NOTHING turns the second attempt into
+a no-op that moves no balance.
 """
 
 import uuid
 from dataclasses import dataclass
 
+from psycopg.errors import CheckViolation
 from sqlalchemy import Row, text
+from sqlalchemy.exc import IntegrityError
 
 from .. import failpoints
 from ..extensions import db
+
+NONNEGATIVE = "ck_users_point_balance_nonnegative"
 
 
 class InsufficientPoints(Exception):
@@ -31,67 +38,55 @@ def grant(user_id: int, amount: int, reason: str) -> int:
     """Add points to a user's balance and return the ledger row's id."""
     if amount <= 0:
         raise ValueError("a grant must be positive")
-    entry_id = db.session.execute(
+    return db.session.execute(
         text(
             "INSERT INTO point_ledger (user_id, kind, amount, reason)"
             " VALUES (:u, 'grant', :n, :r) RETURNING id"
         ),
         {"u": user_id, "n": amount, "r": reason},
     ).scalar_one()
-    db.session.execute(
-        text("UPDATE users SET point_balance = point_balance + :n WHERE id = :u"),
-        {"u": user_id, "n": amount},
-    )
-    return entry_id
 
 
 def consume(user_id: int, job_id: uuid.UUID, reason: str = "area assessment") -> int:
-    """Spend one point on a job, at most once per job, and return the consume's id."""
-    inserted = db.session.execute(
-        text(
-            "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
-            " VALUES (:u, 'consume', -1, :j, :r)"
-            " ON CONFLICT (job_id) WHERE kind = 'consume' DO NOTHING"
-            " RETURNING id"
-        ),
-        {"u": user_id, "j": job_id, "r": reason},
-    ).scalar_one_or_none()
+    """Spend one point on a job, at most once per job, and return the consume's id.
+
+    Raise InsufficientPoints when the balance is zero: the CHECK (point_balance >= 0)
+    fails inside the ledger trigger's UPDATE, so the statement writes nothing, and the
+    caller must roll its transaction back.
+    """
+    try:
+        inserted = db.session.execute(
+            text(
+                "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
+                " VALUES (:u, 'consume', -1, :j, :r)"
+                " ON CONFLICT (job_id) WHERE kind = 'consume' DO NOTHING"
+                " RETURNING id"
+            ),
+            {"u": user_id, "j": job_id, "r": reason},
+        ).scalar_one_or_none()
+    except IntegrityError as exc:
+        orig = exc.orig
+        if isinstance(orig, CheckViolation) and orig.diag.constraint_name == NONNEGATIVE:
+            raise InsufficientPoints("no point left to spend") from exc
+        raise
     if inserted is None:  # this job was charged already: charging again is a no-op
         return consume_for_job(job_id).id
-    # The balance condition sits in the WHERE so a spend can never go below zero;
-    # the CHECK constraint on users is the backstop.
-    spent = db.session.execute(
-        text(
-            "UPDATE users SET point_balance = point_balance - 1"
-            " WHERE id = :u AND point_balance >= 1 RETURNING point_balance"
-        ),
-        {"u": user_id},
-    ).first()
-    if spent is None:
-        raise InsufficientPoints("no point left to spend")
     return inserted
 
 
 def refund(consume_id: int, reason: str) -> int | None:
     """Give back the point of one consume; return the refund's id, or None if it had one."""
     failpoints.hit("before_refund")
-    inserted = db.session.execute(
+    return db.session.execute(
         text(
             "INSERT INTO point_ledger (user_id, kind, amount, job_id, refund_of, reason)"
             " SELECT user_id, 'refund', 1, job_id, id, :r FROM point_ledger"
             " WHERE id = :c AND kind = 'consume'"
             " ON CONFLICT (refund_of) WHERE kind = 'refund' DO NOTHING"
-            " RETURNING id, user_id"
+            " RETURNING id"
         ),
         {"c": consume_id, "r": reason},
-    ).first()
-    if inserted is None:
-        return None
-    db.session.execute(
-        text("UPDATE users SET point_balance = point_balance + 1 WHERE id = :u"),
-        {"u": inserted.user_id},
-    )
-    return inserted.id
+    ).scalar_one_or_none()
 
 
 def consume_for_job(job_id: uuid.UUID) -> Row | None:
@@ -133,11 +128,13 @@ def balance_snapshot(user_id: int) -> int:
 
 
 def history(user_id: int, limit: int = 50, offset: int = 0) -> list[Row]:
-    """Return a user's ledger rows, newest first."""
+    """Return a user's ledger rows, newest first, with the place and language of their job."""
     return db.session.execute(
         text(
-            "SELECT id, kind, amount, job_id, reason, created_at FROM point_ledger"
-            " WHERE user_id = :u ORDER BY id DESC LIMIT :n OFFSET :o"
+            "SELECT l.id, l.kind, l.amount, l.job_id, l.reason, l.created_at, j.area,"
+            " j.query_text, j.lang FROM point_ledger l"
+            " LEFT JOIN assessment_jobs j ON j.id = l.job_id"
+            " WHERE l.user_id = :u ORDER BY l.id DESC LIMIT :n OFFSET :o"
         ),
         {"u": user_id, "n": limit, "o": offset},
     ).all()

@@ -1,18 +1,29 @@
 """Assessment pages: the form, submit, the job page, its status fragment, the history."""
 
 import functools
+import json
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
-from ..assessment import PlaceAmbiguous, PlaceNotFound
+from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis, places
 from ..extensions import login_manager
-from ..jobs import housekeeping, pipeline, transitions, views
+from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
-from ..points import ledger
+from ..points import accounts, ledger
 from . import i18n, paging
-from .auth import session_user_id
+from .auth import session_identity
 from .forms import AssessmentForm
 
 bp = Blueprint("assessments", __name__, url_prefix="/assessments")
@@ -41,7 +52,16 @@ def new():
     form = AssessmentForm(
         query=request.args.get("query", "")[:200], lang=lang if lang in ("en", "ja") else "en"
     )
-    return render_template("assessments/new.html", form=form)
+    # After a choice: what the user typed, shown beside the place it became.
+    return render_template(
+        "assessments/new.html", form=form, typed=request.args.get("typed", "")[:200]
+    )
+
+
+@bp.app_template_filter("place_query")
+def place_query(area) -> str:
+    """Return the words a choice fills the form with: readable, and naming only that area."""
+    return places.query_for(area)
 
 
 @bp.post("")
@@ -49,27 +69,34 @@ def create():
     """Start an assessment and send the browser to its page."""
     # The signed-in id, without loading the user: the INSERT checks the user and the
     # balance itself (a fifth of a submit's time was the user load, bench/RESULTS.md).
-    user_id = session_user_id()
-    if user_id is None:
+    identity = session_identity()
+    if identity is None:
         return login_manager.unauthorized()
-    housekeeping.trigger(current_app._get_current_object())
+    user_id, generation = identity
     form = AssessmentForm()
     if not form.validate_on_submit():
         return _form_error(form, 400)
     try:
-        job_id = pipeline.submit(user_id, form.query.data, form.lang.data)
+        job_id = pipeline.submit(
+            user_id,
+            form.query.data,
+            form.lang.data,
+            generation,
+            confirmed=form.confirm.data == "yes",
+        )
+    except pipeline.AlreadyReported as exc:
+        return _form_error(form, 409, None, existing=exc.job_id, existing_lang=exc.lang)
     except PlaceAmbiguous as exc:
-        message = i18n.ambiguous_message(form.query.data, exc.choices)
+        message = i18n.place_message(exc)
         return _form_error(form, 400, message, choices=exc.choices)
     except PlaceNotFound as exc:
-        message = i18n.not_found_message(exc.template, exc.params)
-        return _form_error(form, 400, message, suggestions=exc.suggestions)
+        message = i18n.place_message(exc)
+        return _form_error(form, 400, message, suggestions=exc.suggestions, matched=exc.total)
     except transitions.NotEnoughPoints:
-        message = _(
-            "You have no points left, so this assessment cannot start. Nothing was charged. "
-            "Ask our support team to add points to your account."
-        )
-        return _form_error(form, 402, message)
+        # The INSERT also refused a revoked session or a deleted user: ask only now.
+        if not accounts.session_alive(user_id, generation):
+            return _session_ended()
+        return _form_error(form, 402, no_points=True)  # the form says it, once
     except transitions.AssessmentInFlight as exc:
         return _form_error(form, 409, _("An assessment is already running."), running=exc.job_id)
     except RunnerBusy:
@@ -87,18 +114,59 @@ def show(job_id: str):
     """Show a job: its live status and, once it succeeded, its report."""
     job = _own_job(job_id, current_user.id)
     report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
+    # The other language is the same figures in other words: re-written, never charged.
+    lang = request.args.get("lang")
+    if report and lang in analysis.LANGS and lang != report["lang"]:
+        report = analysis.translate(report, lang)
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
+
+
+@bp.get("/<job_id>/report.json")
+@login_required
+def report_json(job_id: str):
+    """Download the figures behind a report, as stored, for the owner only."""
+    job = _own_job(job_id, current_user.id)
+    report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
+    if report is None:
+        abort(404)
+    report = {key: value for key, value in report.items() if key != "cache"}  # internals
+    body = json.dumps(report, ensure_ascii=False, indent=2)
+    response = current_app.response_class(body, mimetype="application/json")
+    name = f"hazard-report-{report['area']['code']}-{report['lang']}.json"
+    response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+CONFIRM_CANCEL_FROM = 80  # percent: past it, a cancel throws away nearly finished work
+
+
+@bp.post("/<job_id>/cancel")
+@login_required
+def cancel(job_id: str):
+    """Cancel a pending or running job; past 80 % ask first (a page, no script needed)."""
+    job = _own_job(job_id, current_user.id)
+    if job.settled or job.status not in ("pending", "running"):
+        if job.status == "succeeded":
+            flash(_("It finished before the cancel arrived: here is your report."), "info")
+        return redirect(url_for(".show", job_id=job.id), 303)
+    if job.progress >= CONFIRM_CANCEL_FROM and request.form.get("confirm") != "yes":
+        return render_template("assessments/cancel.html", job=job, balance=job.balance)
+    if not transitions.cancel(job.id, current_user.id):
+        # It ended on its own between the read and the cancel: say which way.
+        if views.view(job.id, current_user.id).status == "succeeded":
+            flash(_("It finished before the cancel arrived: here is your report."), "info")
+    return redirect(url_for(".show", job_id=job.id), 303)
 
 
 @bp.get("/<job_id>/status")
 def status(job_id: str):
     """Render the status fragment that the job page polls."""
-    user_id = session_user_id()
-    if user_id is None:
+    identity = session_identity()
+    if identity is None:
         return login_manager.unauthorized()
-    housekeeping.trigger(current_app._get_current_object())
-    job = _own_job(job_id, user_id)
+    user_id, generation = identity
+    job = _own_job(job_id, user_id, generation)
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None
     if job.status == "succeeded" and request.headers.get("HX-Request"):
@@ -109,12 +177,23 @@ def status(job_id: str):
     return fragment.render(job=job, report=report, oob=True, config=current_app.config)
 
 
-def _own_job(raw_id: str, user_id: int) -> views.JobView:
+def _own_job(raw_id: str, user_id: int, generation: int | None = None) -> views.JobView:
     job_id = views.parse_id(raw_id)
-    job = views.view(job_id, user_id) if job_id else None
-    if job is None:  # another user's job and an unknown id look the same
+    job = views.view(job_id, user_id, generation) if job_id else None
+    if job is None:
+        # A revoked session (logged out, or its user deleted) goes to log in; asked only
+        # here, so a live poll pays nothing for it. Another user's job and an unknown id
+        # look the same.
+        if generation is not None and not accounts.session_alive(user_id, generation):
+            abort(_session_ended())
         abort(404)
     return job
+
+
+def _session_ended():
+    """Forget a revoked session and send the browser to log in."""
+    session.pop("_user_id", None)  # so the login page does not take it for signed in
+    return login_manager.unauthorized()
 
 
 def _form_error(form: AssessmentForm, status: int, message: str | None = None, **extra):

@@ -8,6 +8,7 @@ from flask import (
     Blueprint,
     current_app,
     flash,
+    g,
     make_response,
     redirect,
     render_template,
@@ -17,33 +18,58 @@ from flask import (
 )
 from flask_babel import format_number, ngettext
 from flask_babel import gettext as _
+from flask_limiter import RateLimitExceeded
 from flask_login import current_user, login_required, login_user, logout_user
-from limits import parse as parse_limit
 
-from ..extensions import db, login_manager
+from ..extensions import db, limiter, login_manager
 from ..models import User
 from ..points import accounts
 from . import i18n
-from .errors import MESSAGES
-from .forms import LoginForm, SignupForm
+from .forms import LoginForm, PreferencesForm, SignupForm
 
 bp = Blueprint("auth", __name__)
 
 
 def session_user_id() -> int | None:
-    """Return the signed-in user's id from the signed session, without loading the user.
+    """Return the signed-in user's id from the signed session, without loading the user."""
+    identity = session_identity()
+    return identity[0] if identity else None
+
+
+def session_identity() -> tuple[int, int] | None:
+    """Return the signed-in (user id, session generation), without loading the user.
 
     For the status fragment, which every open job page polls every couple of seconds
     (loading the user row there cost as much as the whole poll, bench/RESULTS.md), and
-    for submit. Their queries are scoped to this id, so ownership is still checked in SQL.
+    for submit. Their queries are scoped to this id and check the generation themselves,
+    so ownership and logout are still checked in SQL.
     """
-    return user_id_of(session)
+    return identity_of(session)
 
 
-def user_id_of(session_data) -> int | None:
-    """Return the user id that Flask-Login's login_user() keeps in a session, if any."""
-    raw = session_data.get("_user_id")
-    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+def identity_of(session_data) -> tuple[int, int] | None:
+    """Return the (user id, session generation) that login_user() keeps in a session."""
+    return parse_identity(session_data.get("_user_id"))
+
+
+def parse_identity(raw) -> tuple[int, int] | None:
+    """Parse User.get_id()'s "id:generation".
+
+    Logout bumps the user's generation, so every copy of every cookie issued before it
+    is dead. One generation per user, not a row per session: the poll checks it in the
+    join it already makes on the users row, where a session table would cost a lookup on
+    every poll. So logging out signs the user out on all devices (the account page says
+    so). A bare id, from a session signed before generations existed, is generation 0:
+    valid until the user's first logout, so a deploy signs nobody out.
+    """
+    if not isinstance(raw, str):
+        return None
+    user_id, _, generation = raw.partition(":")
+    if not (user_id.isascii() and user_id.isdigit()):
+        return None
+    if generation and not (generation.isascii() and generation.isdigit()):
+        return None
+    return int(user_id), int(generation or 0)
 
 
 @login_manager.unauthorized_handler
@@ -65,11 +91,44 @@ def unauthorized():
 
 @login_manager.user_loader
 def load_user(user_id: str) -> User | None:
-    """Load the signed-in user for Flask-Login."""
-    return db.session.get(User, int(user_id))
+    """Load the signed-in user for Flask-Login, if their session was not revoked."""
+    identity = parse_identity(user_id)
+    user = db.session.get(User, identity[0]) if identity else None
+    if user is None or user.session_generation != identity[1]:
+        return None  # a user deleted, or logged out since this session began
+    return user
+
+
+# Brakes on password guessing and on sign-up floods, by client address. Behind a proxy
+# that address is the proxy's (request.remote_addr): put werkzeug's ProxyFix in front
+# only when a proxy you trust sets X-Forwarded-For. Only the POSTs are limited, and
+# only failures count toward the log-in brakes, so a user who types it right is never
+# held, and a stranger's guesses from elsewhere never lock the owner out.
+def _client() -> str:
+    return request.remote_addr or "unknown"
+
+
+def _account_at_client() -> str:
+    # As the form reads it: stripped, and matched in any letter case.
+    return f"{(request.form.get('email') or '').strip().lower()}|{_client()}"
+
+
+def _limit(name: str):
+    return lambda: current_app.config[name]
+
+
+def _login_failed(response) -> bool:
+    return g.get("login_failed", False)
+
+
+def _signed_up(response) -> bool:
+    return g.get("signed_up", False)
 
 
 @bp.route("/signup", methods=["GET", "POST"])
+@limiter.limit(
+    _limit("SIGNUP_RATE_LIMIT"), key_func=_client, methods=["POST"], deduct_when=_signed_up
+)
 def signup():
     """Create an account and sign in."""
     if current_user.is_authenticated:
@@ -85,6 +144,7 @@ def signup():
                 _("An account with this email already exists. Log in instead.")
             )
         else:
+            g.signed_up = True
             login_user(user)
             i18n.remember(user)
             flash(
@@ -101,45 +161,58 @@ def signup():
     return render_template("auth/signup.html", form=form), status
 
 
-# A brake on password guessing: ten failed log-ins per account in 15 minutes, then 429
-# until the window passes. Only failures count, so a user who types it right is never held.
-# The limits package keeps the window; it is checked here and not in a hook on every
-# request (Flask-Limiter's cost 0.18 ms on each poll of the status fragment).
-LOGIN_FAILURES = parse_limit("10 per 15 minutes")
-
-
 @bp.route("/login", methods=["GET", "POST"])
+@limiter.limit(
+    _limit("LOGIN_RATE_LIMIT"),
+    key_func=_account_at_client,
+    methods=["POST"],
+    deduct_when=_login_failed,
+    scope="login-account",
+)
+@limiter.limit(
+    _limit("LOGIN_ADDRESS_RATE_LIMIT"),
+    key_func=_client,
+    methods=["POST"],
+    deduct_when=_login_failed,
+    scope="login-address",
+)
 def login():
     """Sign in with email and password."""
     if current_user.is_authenticated:
         return redirect(_safe_next() or url_for("main.dashboard"))
     form = LoginForm()
     if form.validate_on_submit():
-        failures = current_app.extensions["login_failures"]
-        account = form.email.data.lower()  # the form strips it
-        if not failures.test(LOGIN_FAILURES, "login", account):
-            return _too_many_failures(failures, account)
         user = accounts.authenticate(form.email.data, form.password.data)
         if user is not None:
             login_user(user)
             i18n.remember(user)
             return redirect(_safe_next() or url_for("main.dashboard"), 303)
-        failures.hit(LOGIN_FAILURES, "login", account)
+        g.login_failed = True
         form.password.errors.append(_("That email and password do not match an account."))
     status = 400 if request.method == "POST" else 200
     return render_template("auth/login.html", form=form), status
 
 
-def _too_many_failures(failures, account: str):
-    reset = failures.get_window_stats(LOGIN_FAILURES, "login", account).reset_time
-    body = render_template("error.html", code=429, message=MESSAGES[429])
-    return body, 429, {"Retry-After": str(max(1, math.ceil(reset - time.time())))}
+@bp.app_errorhandler(RateLimitExceeded)
+def too_many_attempts(exc: RateLimitExceeded):
+    """Say when to try again, on the page and in Retry-After."""
+    limit = limiter.current_limit
+    wait = max(1, math.ceil(limit.reset_at - time.time())) if limit else 60
+    minutes = math.ceil(wait / 60)
+    message = ngettext(
+        "Too many failed attempts. Nothing was changed. Try again in %(num)d minute.",
+        "Too many failed attempts. Nothing was changed. Try again in %(num)d minutes.",
+        minutes,
+    )
+    body = render_template("error.html", code=429, message=message)
+    return body, 429, {"Retry-After": str(wait)}
 
 
 @bp.post("/logout")
 @login_required
 def logout():
-    """Sign out (CSRFProtect has checked the form's token)."""
+    """Sign out on every device (CSRFProtect has checked the form's token)."""
+    accounts.end_sessions(current_user.id)
     logout_user()
     flash(_("You are signed out."), "info")
     return redirect(url_for("auth.login"), 303)
@@ -156,3 +229,25 @@ def _safe_next() -> str | None:
     if target.startswith("/") and not target.startswith("//"):
         return target
     return None
+
+
+@bp.get("/account")
+@login_required
+def account():
+    """Show the account: its language and time zone, and the way to sign out everywhere."""
+    return render_template("auth/account.html", form=preferences_form())
+
+
+def preferences_form() -> PreferencesForm:
+    """Return the language and time zone form, filled in with the current choice."""
+    return PreferencesForm(lang=i18n.language(), timezone=i18n.select_timezone())
+
+
+@bp.post("/account/logout-everywhere")
+@login_required
+def logout_everywhere():
+    """Revoke every session of the user, this one included."""
+    accounts.end_sessions(current_user.id)
+    logout_user()
+    flash(_("You are signed out on every device."), "info")
+    return redirect(url_for("auth.login"), 303)

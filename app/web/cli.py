@@ -1,12 +1,15 @@
-"""flask commands: grant points, create a support user, check the ledger."""
+"""flask commands: grant points, create a support user, check the ledger and providers, sweep."""
 
 import sys
+import time
 
 import click
-from flask import Flask
+from flask import Flask, current_app
 from flask.cli import with_appcontext
 
+from ..assessment import ProviderError
 from ..extensions import db
+from ..jobs import sweep as job_sweep
 from ..models import Role
 from ..points import accounts, ledger
 
@@ -16,6 +19,8 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(grant_points)
     app.cli.add_command(create_support)
     app.cli.add_command(ledger_check)
+    app.cli.add_command(sweep)
+    app.cli.add_command(providers_check)
 
 
 @click.command("grant-points")
@@ -50,13 +55,53 @@ def create_support(email: str, password: str) -> None:
 @click.command("ledger-check")
 @with_appcontext
 def ledger_check() -> None:
-    """Check that every balance equals its ledger and every job's billing is whole."""
-    problems = [
-        f"user {m.user_id} ({m.email}): balance {m.balance} but ledger sums to {m.ledger_sum}"
-        for m in ledger.balance_mismatches()
-    ] + ledger.job_violations()
+    """Check every balance against its ledger, every job's billing, and that none is overdue."""
+    problems = (
+        [
+            f"user {m.user_id} ({m.email}): balance {m.balance} but ledger sums to {m.ledger_sum}"
+            for m in ledger.balance_mismatches()
+        ]
+        + ledger.job_violations()
+        # A point held by a job gone past its lease is a point the user cannot use.
+        + job_sweep.overdue()
+    )
     for problem in problems:
         click.echo(problem, err=True)
     if problems:
         sys.exit(1)
     click.echo("ledger ok")
+
+
+@click.command("sweep")
+@with_appcontext
+def sweep() -> None:
+    """Reap stale jobs of every user and settle failed ones (for operators with a timer)."""
+    reaped, finalized = job_sweep.sweep()
+    click.echo(f"reaped {reaped}, finalized {finalized}")
+
+
+# A point every service covers (Tokyo Station): the check asks about it once.
+CHECK_POINT = (35.68124, 139.76712)
+
+
+@click.command("providers-check")
+@with_appcontext
+def providers_check() -> None:
+    """Ask each configured real provider once and print what it answered and how fast."""
+    provider = current_app.extensions["layer_provider"]
+    real = provider.real_providers() if hasattr(provider, "real_providers") else []
+    if not real:
+        click.echo(f"no real provider configured (LAYER_PROVIDER={provider.name})")
+        return
+    failed = False
+    for each in real:
+        started = time.monotonic()
+        try:
+            answer = each.check(*CHECK_POINT)
+        except ProviderError as exc:
+            failed = True
+            answer = f"FAILED: {exc}"
+        elapsed_ms = (time.monotonic() - started) * 1000
+        click.echo(f"{each.name}: {answer} ({elapsed_ms:.0f} ms)")
+    if failed:
+        sys.exit(1)

@@ -1,10 +1,25 @@
 """Error pages in the product's look, for every status a user can meet."""
 
-from flask import Flask, render_template
+import math
+
+import psycopg
+from flask import Flask, current_app, render_template
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
+from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
+
+from .. import dbretry
+
+# What a page meets when the database cannot be reached, raised by its own query or by
+# Flask-Login loading the user while a template renders.
+DATABASE_ERRORS = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
 
 MESSAGES = {
     400: _l("The request could not be understood."),
@@ -36,6 +51,26 @@ def init_app(app: Flask) -> None:
     def server_error(exc):
         return _page(500, MESSAGES[500])
 
+    for error in DATABASE_ERRORS:
+        app.register_error_handler(error, unavailable)
+
+
+def unavailable(exc: Exception):
+    """Answer 503 with Retry-After from a page that needs no database.
+
+    A job page's poll gets it too: htmx does not swap an error response, so the page
+    keeps its fragment, shows its connection note and polls again on its trigger.
+    """
+    dbretry.outage.failed(exc)  # logs the outage once, not each request's traceback
+    retry_after = max(1, math.ceil(current_app.config["POLL_INTERVAL_SECONDS"]))
+    # Not render_template: its context processors include Flask-Login's, which loads
+    # the signed-in user from the database.
+    html = current_app.jinja_env.get_template("unavailable.html").render(retry_after=retry_after)
+    return html, 503, {"Retry-After": str(retry_after), "Cache-Control": "no-store"}
+
 
 def _page(code: int, message: str):
-    return render_template("error.html", code=code, message=message), code
+    try:
+        return render_template("error.html", code=code, message=message), code
+    except DATABASE_ERRORS as exc:  # the top bar loads the user: no database, no page
+        return unavailable(exc)

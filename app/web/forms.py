@@ -5,6 +5,7 @@ from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import (
     EmailField,
+    HiddenField,
     PasswordField,
     SelectChoice,
     SelectField,
@@ -94,6 +95,8 @@ class AssessmentForm(Form):
         default="en",  # the view sets the interface's language
         validate_choice=True,
     )
+    # Set by the "start a new one anyway" button, after the form said a report exists.
+    confirm = HiddenField()
 
 
 class ReasonForm(Form):

@@ -25,6 +25,7 @@ from markupsafe import Markup
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 
+from ..assessment import PlaceAmbiguous, PlaceNotFound
 from ..assessment.analysis import LAYERS
 from ..points import accounts
 
@@ -116,9 +117,21 @@ def ambiguous_message(query: str, choices: list[Any]) -> str:
     )
 
 
-def not_found_message(template: str, params: Mapping[str, Any]) -> str:
-    """Word a PlaceNotFound in the interface's language."""
-    return gettext(template, **params)
+def place_message(exc: PlaceNotFound | PlaceAmbiguous) -> str:
+    """Word the resolver's answer (not found, ambiguous, superseded) in the interface's language."""
+    if exc.parts is None:
+        return ambiguous_message(exc.query, exc.choices)
+    locale = get_locale()
+    sentences = [
+        gettext(template, **{k: _listed(v, locale) for k, v in params.items()})
+        for template, params in exc.parts
+    ]
+    return ("" if language() == "ja" else " ").join(sentences)
+
+
+def _listed(value: Any, locale: Locale) -> Any:
+    # A list of names reads "A and B" in English, "A、B" in Japanese.
+    return format_list(value, locale=locale) if isinstance(value, list) else value
 
 
 # What the job's thread and the billing code store in English (steps, messages, ledger

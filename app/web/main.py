@@ -2,7 +2,7 @@
 
 import functools
 
-from flask import Blueprint, render_template
+from flask import Blueprint, current_app, render_template
 from flask_login import current_user, login_required
 
 from ..jobs import views
@@ -38,6 +38,12 @@ def points():
         balance=ledger.balance_snapshot(current_user.id),
         page=paging.current_page(functools.partial(ledger.history, current_user.id)),
     )
+
+
+@bp.app_context_processor
+def demo_data() -> dict[str, bool]:
+    """Tell every page whether reports are built from demonstration data, before anyone pays."""
+    return {"demo_data": bool(current_app.extensions["layer_provider"].is_demo)}
 
 
 @bp.after_app_request

@@ -22,9 +22,10 @@ from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
+from .. import dbretry
 from ..jobs import housekeeping, views
 from . import i18n
-from .auth import user_id_of
+from .auth import identity_of
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class LivePoll:
             raise TypeError("the fast poll reads Flask's signed cookie sessions only")
         self.app = app
         self.wsgi_app = wsgi_app
+        self.headers = app.extensions["security_headers"]  # as Flask's responses carry
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] == "GET":
@@ -54,6 +56,7 @@ class LivePoll:
                         ("Content-Length", str(len(body))),
                         ("Cache-Control", "no-store"),  # as main.no_store_pages sets
                         ("Vary", "Cookie"),  # as Flask says of a response that read the session
+                        *self.headers,
                     ],
                 )
                 return [body]
@@ -62,9 +65,9 @@ class LivePoll:
     def fragment(self, environ: dict, raw_id: str) -> bytes | None:
         """The live job's fragment, or None to let Flask answer."""
         session = self.session_data(environ)
-        user_id = user_id_of(session) if session is not None else None
+        identity = identity_of(session) if session is not None else None
         job_id = views.parse_id(raw_id)
-        if user_id is None or job_id is None:
+        if identity is None or job_id is None:
             return None
         app = self.app
         with app.app_context():
@@ -72,7 +75,7 @@ class LivePoll:
             # of Accept-Language): i18n.select_locale() takes it from g, without a query.
             g.locale = i18n.language_of(session, environ.get("HTTP_ACCEPT_LANGUAGE"))
             try:
-                job = views.live_view(job_id, user_id)
+                job = views.live_view(job_id, *identity)  # the generation checked in SQL
                 if job is None:
                     return None
                 housekeeping.trigger(app)
@@ -81,9 +84,11 @@ class LivePoll:
                 html = app.jinja_env.get_template(FRAGMENT).render(
                     job=job, report=None, oob=True, config=app.config, status_url=status_url
                 )
-            except Exception:  # noqa: BLE001 - e.g. the database is down
-                # Flask runs the poll again and answers with its error page and logging.
-                log.warning("fast poll failed; the full path answers", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - e.g. the database is down
+                # Flask runs the poll again and answers with its error page; an outage
+                # is logged once by that page, not once per poll here.
+                if not dbretry.is_unreachable(exc):
+                    log.warning("fast poll failed; the full path answers", exc_info=True)
                 return None
         return html.encode()
 

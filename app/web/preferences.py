@@ -1,4 +1,7 @@
-"""The interface's language and time zone: the switch on every page and the account's choice."""
+"""The interface's language and time zone: the switch on every page and the account's choice.
+
+The choice's form is on the account page (/account); /preferences shows that same page.
+"""
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
@@ -6,9 +9,8 @@ from flask_babel import refresh
 from flask_login import current_user, login_required
 
 from ..points import accounts
-from . import i18n
-from .auth import _safe_next
-from .forms import LanguageForm, PreferencesForm
+from .auth import _safe_next, preferences_form
+from .forms import LanguageForm
 
 bp = Blueprint("preferences", __name__)
 
@@ -29,7 +31,7 @@ def language():
 @login_required
 def edit():
     """Show and save the account's language and time zone."""
-    form = PreferencesForm(lang=i18n.language(), timezone=i18n.select_timezone())
+    form = preferences_form()
     if form.validate_on_submit():
         accounts.set_preferences(
             current_user.id, locale=form.lang.data, timezone=form.timezone.data
@@ -37,6 +39,6 @@ def edit():
         session["lang"], session["tz"] = form.lang.data, form.timezone.data
         refresh()  # the message below is in the language just chosen
         flash(_("Your preferences are saved."), "success")
-        return redirect(url_for(".edit"), 303)
+        return redirect(url_for("auth.account"), 303)
     status = 400 if request.method == "POST" else 200
-    return render_template("preferences.html", form=form), status
+    return render_template("auth/account.html", form=form), status

@@ -1,0 +1,113 @@
+"""What the resolver answers when a query names no one current place: each carries its choices.
+
+Each answer keeps its words as parts (a message template and its values), so a page can
+put them in the reader's language (app/web/i18n.py place_message); str() is the English.
+"""
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .area import Area
+from .gazetteer import Former
+
+MAX_SUGGESTIONS = 5
+
+# A message and its values; a list value is a list of names ("A and B" in English).
+Part = tuple[str, Mapping[str, Any]]
+
+
+def N_(text: str) -> str:  # noqa: N802 - gettext's usual name: marked for the catalog
+    """Mark a message for translation; the web layer words it in the user's language."""
+    return text
+
+
+def english(parts: Iterable[Part]) -> str:
+    """Word message parts in English, as the catalogs' msgids are."""
+    return " ".join(
+        template % {k: " and ".join(v) if isinstance(v, list) else v for k, v in params.items()}
+        if params
+        else template
+        for template, params in parts
+    )
+
+
+class PlaceNotFound(ValueError):
+    """No municipality matches the query; suggestions holds close matches, if any."""
+
+    def __init__(self, template: str, suggestions: Iterable[Area] = (), **params: Any) -> None:
+        self.parts: list[Part] = [(template, params)]
+        super().__init__(english(self.parts))
+        self._found: Iterable[Area] = suggestions
+        self._suggestions: list[Area] | None = None
+        self._total = 0
+
+    @property
+    def suggestions(self) -> list[Area]:
+        """Return the close matches, found on first use: a fuzzy search costs milliseconds."""
+        self._find()
+        return self._suggestions or []
+
+    @property
+    def total(self) -> int:
+        """Return how many places matched, so the page can say it shows only some."""
+        self._find()
+        return self._total
+
+    def _find(self) -> None:
+        if self._suggestions is None:
+            every = list(self._found)
+            self._suggestions, self._total = every[:MAX_SUGGESTIONS], len(every)
+
+
+class PlaceAmbiguous(ValueError):
+    """Several municipalities match the query; choices lists them all, by code.
+
+    parts is None for the plain "matches N places" answer, which a page words itself
+    (its prefectures are named in the page's language); else the message's parts.
+    """
+
+    def __init__(self, query: str, choices: Iterable[Area], parts: list[Part] | None = None):
+        self.query = query
+        self.choices: list[Area] = sorted(choices, key=lambda area: area.code)
+        self.parts = parts
+        if parts is not None:
+            super().__init__(english(parts))
+            return
+        prefectures = list(dict.fromkeys(area.prefecture_romaji for area in self.choices))
+        where = " and ".join(filter(None, [", ".join(prefectures[:-1]), prefectures[-1]]))
+        super().__init__(
+            f'"{query}" matches {len(self.choices)} places, in {where}. '
+            "Add the prefecture, or choose one by its local-government code."
+        )
+
+
+class PlaceSuperseded(PlaceAmbiguous):
+    """The query names units that no longer exist; choices lists the current ones."""
+
+    def __init__(self, query: str, formers: Iterable[Former]) -> None:
+        formers = list(formers)
+        parts = [_became(former) for former in formers] + [(N_("Choose where to assess."), {})]
+        super().__init__(query, {area: None for f in formers for area in f.successors}, parts)
+
+
+def _became(former: Former) -> Part:
+    old, change = former.area, former.change
+    was = f"{old.name_ja} ({old.name_romaji})"
+    if [area.name_ja for area in former.successors] == [old.name_ja]:
+        return (
+            N_(
+                "%(old)s has the local-government code %(code)s since %(date)s, "
+                "in place of %(was)s."
+            ),
+            {"old": was, "code": former.successors[0].code, "date": change.date, "was": old.code},
+        )
+    # Within one city, the ward's own name is enough: "became part of 中央区".
+    city = old.name_ja[: old.name_ja.find("市") + 1] if "市" in old.name_ja[:-1] else ""
+    names = [
+        f"{area.name_ja.removeprefix(city)} ({area.name_romaji.split(' ')[-1]})"
+        for area in former.successors
+    ]
+    return (
+        N_("%(old)s became part of %(new)s on %(date)s."),
+        {"old": was, "new": names, "date": change.date},
+    )

@@ -1,0 +1,71 @@
+"""The keys names are looked up by, and the romaji they are given.
+
+Lookup keys are normalised so that script and spelling variants meet: Japanese keys are
+NFKC, without spaces, katakana folded to hiragana and ヶ to ケ; romaji keys are lower-case
+letters only, without diacritics, with long vowels, "oh" and m-before-b/m/p folded.
+"""
+
+import functools
+import re
+import unicodedata
+
+import jaconv
+
+# Official name suffix -> the readings it takes and how each is romanised.
+SUFFIX_KANA = {"市": ("し",), "区": ("く",), "町": ("ちょう", "まち"), "村": ("むら", "そん")}
+SUFFIX_ROMAJI = {
+    "し": "shi",
+    "く": "ku",
+    "ちょう": "cho",
+    "まち": "machi",
+    "むら": "mura",
+    "そん": "son",
+}
+SUFFIX_ENGLISH = {"市": "city", "区": "ward", "町": "town", "村": "village"}
+
+_KATAKANA_TO_HIRAGANA = {code: code - 0x60 for code in range(ord("ァ"), ord("ヶ") + 1)}
+
+
+def ja_key(text: str) -> str:
+    """Return the lookup key of Japanese text (kanji, hiragana or katakana)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = re.sub(r"[\s・]+", "", text).replace("ヶ", "ケ").replace("ヵ", "カ")
+    return text.translate(_KATAKANA_TO_HIRAGANA).lower()
+
+
+def romaji_key(text: str) -> str:
+    """Return the lookup key of romaji text, tolerant of macrons and long-vowel spellings."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    # Word by word, so "Shimamoto-cho Osaka" does not fold into "shimamotochosaka".
+    return "".join(_romaji_word(word) for word in re.split(r"[^a-z]+", text))
+
+
+def _romaji_word(word: str) -> str:
+    # ん is written n or m before b/m/p ("Gunma"/"Gumma"); っち as "tchi" or "cchi".
+    word = re.sub(r"m(?=[bmp])", "n", word).replace("cch", "tch")
+    # Long vowels: Tōkyō, Toukyou, Tookyoo, Tohkyoh all become "tokyo".
+    word = re.sub(r"oh(?![aeiouy])", "o", word)
+    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", word))
+
+
+def is_romaji(text: str) -> bool:
+    """Tell whether text is written in Latin letters (macrons allowed)."""
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    return text.isascii() or all(ch.isascii() or unicodedata.combining(ch) for ch in text)
+
+
+@functools.cache
+def romanise(kana: str) -> str:
+    """Return simplified Hepburn for a hiragana reading ("とうきょう" -> "tokyo")."""
+    # jaconv's table, not pykakasi: pykakasi keeps a ~100 MiB kanji dictionary alive for
+    # the life of the process, and only kana ever reaches this function. Hepburn marks
+    # ん before a vowel (Kan'onji) and writes っち as tch (Kutchan).
+    kana = re.sub("ん(?=[あいうえお])", "ん'", kana)
+    hepburn = jaconv.kana2alphabet(kana).replace("cch", "tch")
+    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", hepburn))
+
+
+def hiragana(katakana: str) -> str:
+    """Return a reading in hiragana, whatever its width or script."""
+    return unicodedata.normalize("NFKC", katakana).translate(_KATAKANA_TO_HIRAGANA)

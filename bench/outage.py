@@ -1,0 +1,191 @@
+"""Outage: how soon every watched page tells the truth after the database comes back.
+
+The server reaches PostgreSQL through tests/dbproxy.py, a TCP proxy that refuses and
+cuts connections on demand. N jobs run and are charged; a browser per job polls its
+status fragment every POLL_INTERVAL_SECONDS on a fixed timetable, through the outage.
+
+Long outage (lease + 2 s): measured, the time from the database's return until every
+page has answered its settled, truthful fragment (failed, refunded). The leases ran
+out during the outage, so the first poll after the return reaps and settles. Target:
+within one poll interval of the return; every job charged once and refunded once.
+
+Blip (half a lease): the jobs finish their work and are charged exactly once. Measured:
+how many succeeded, and the time from the return until every page settled.
+
+Both: what the polls got during the outage (503 pages, never a 500) and what the log
+said (lines, tracebacks, bytes).
+
+    python -m bench.outage [--jobs 32]
+"""
+
+import re
+import threading
+import time
+
+import requests
+
+from tests.dbproxy import DbProxy
+
+from .common import Database, Server, User, log, parse_fragment, run_alone, wait_until
+
+LEASE = 3.0
+HEARTBEAT = 1.0
+POLL = 0.5
+
+
+def _proxy_url(db: Database, proxy: DbProxy) -> str:
+    from sqlalchemy.engine import make_url
+
+    return (
+        make_url(db.url)
+        .set(host="127.0.0.1", port=proxy.port, query={})
+        .render_as_string(hide_password=False)
+    )
+
+
+def _target(db: Database) -> DbProxy:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db.url)
+    if url.host:
+        return DbProxy(url.host, url.port or 5432)
+    return DbProxy(unix_path=f"{url.query['host']}/.s.PGSQL.{url.port or 5432}")
+
+
+class Watcher(threading.Thread):
+    """A browser tab polling one job's fragment every POLL seconds from t0 until settled."""
+
+    def __init__(self, user: User, t0: float, stop: threading.Event):
+        super().__init__(daemon=True)
+        self.user, self.t0, self.stop = user, t0, stop
+        self.sent: list[float] = []  # seconds from t0
+        self.answers: list[tuple[float, int]] = []  # (seconds from t0, HTTP status or 0)
+        self.settled_at: float | None = None
+        self.final: tuple[str, str, bool] | None = None
+
+    def run(self) -> None:
+        k = 0
+        while not self.stop.is_set() and time.monotonic() - self.t0 < 60:
+            due = self.t0 + k * POLL
+            k += 1
+            if (pause := due - time.monotonic()) > 0:
+                time.sleep(pause)
+            self.sent.append(time.monotonic() - self.t0)
+            try:
+                resp = self.user.http.get(
+                    self.user.server.url + self.user.status_path,
+                    headers={"HX-Request": "true"},
+                    timeout=10,
+                )
+            except requests.RequestException:
+                self.answers.append((time.monotonic() - self.t0, 0))
+                continue
+            self.answers.append((time.monotonic() - self.t0, resp.status_code))
+            if resp.status_code == 200:
+                self.final = parse_fragment(resp.text)
+                if self.final[2]:
+                    self.settled_at = time.monotonic() - self.t0
+                    return
+
+
+def trial(db: Database, n_jobs: int, down_s: float, work_s: float, tag: str) -> dict:
+    db.truncate()
+    proxy = _target(db).start()
+    server = Server(
+        _proxy_url(db, proxy),
+        f"outage-{tag}",
+        JOB_LEASE_SECONDS=str(LEASE),
+        JOB_HEARTBEAT_SECONDS=str(HEARTBEAT),
+        POLL_INTERVAL_SECONDS=str(POLL),
+        ASSESSMENT_WORK_SECONDS=str(work_s),
+        MAX_CONCURRENT_JOBS=str(max(n_jobs, 8)),
+    )
+    try:
+        server.start()
+        users = [User(server, f"{tag}{i}@bench.example").signup() for i in range(n_jobs)]
+        for user in users:
+            r = user.submit()
+            if r.status_code != 303:
+                raise RuntimeError(f"submit for {user.email}: {r.status_code} {r.text[:300]}")
+        ids = [str(u.job_id) for u in users]
+        wait_until(
+            lambda: (
+                db.scalar(
+                    "SELECT count(*) FROM assessment_jobs"
+                    " WHERE status = 'running' AND id = ANY(%s::uuid[])",
+                    (ids,),
+                )
+                == n_jobs
+            ),
+            timeout=30,
+            what=f"{n_jobs} jobs running",
+        )
+        log_before = server.log_path.stat().st_size
+        stop = threading.Event()
+        t0 = time.monotonic()
+        watchers = [Watcher(u, t0, stop) for u in users]
+        for w in watchers:
+            w.start()
+        proxy.down()
+        time.sleep(down_s)  # the outage itself
+        back = time.monotonic() - t0
+        proxy.up()
+        for w in watchers:
+            w.join(60)
+        stop.set()
+        time.sleep(0.5)  # let the last log lines land
+        tail = server.log_path.read_bytes()[log_before:].decode(errors="replace")
+    finally:
+        server.stop()
+        proxy.close()
+    rows = db.rows(
+        "SELECT j.status,"
+        " (SELECT count(*) FROM point_ledger c WHERE c.job_id = j.id AND c.kind = 'consume'),"
+        " (SELECT count(*) FROM point_ledger r JOIN point_ledger c ON r.refund_of = c.id"
+        "   WHERE c.job_id = j.id AND r.kind = 'refund')"
+        " FROM assessment_jobs j WHERE j.id = ANY(%s::uuid[])",
+        (ids,),
+    )
+    after = [w.settled_at - back for w in watchers if w.settled_at is not None]
+    during = [code for w in watchers for at, code in w.answers if at < back]
+    # Polls sent after the return until the page settled: 1 is the first poll.
+    polls_after = [sum(1 for at in w.sent if at >= back) for w in watchers]
+    return {
+        "jobs": n_jobs,
+        "down_s": down_s,
+        "work_s": work_s,
+        "settled": len(after),
+        "max_s_after_return": max(after, default=None),
+        "median_s_after_return": sorted(after)[len(after) // 2] if after else None,
+        "max_polls_after_return": max(polls_after, default=None),
+        "succeeded_charged_once": sum(
+            1 for s, c, r in rows if s == "succeeded" and (c, r) == (1, 0)
+        ),
+        "failed_refunded_once": sum(1 for s, c, r in rows if s == "failed" and (c, r) == (1, 1)),
+        "double": sum(1 for _, c, r in rows if c > 1 or r > 1),
+        "polls_during": len(during),
+        "polls_during_503": during.count(503),
+        "polls_during_500": during.count(500),
+        "log_lines": tail.count("\n"),
+        "log_bytes": len(tail),
+        "log_tracebacks": len(re.findall(r"^\S.*\nTraceback", tail, re.M)),
+        "log_outage_lines": tail.count("database unreachable") + tail.count("reachable again"),
+    }
+
+
+def run(db: Database, jobs: int = 32) -> dict:
+    log(f"outage: {jobs} jobs, database gone for lease + 2 s (lease {LEASE:g} s, poll {POLL:g} s)")
+    long = trial(db, jobs, LEASE + 2, 3600, "outage-long")
+    log(f"outage: settled {long['max_s_after_return']} s after the return")
+    log(f"outage: {jobs} jobs, database gone for half a lease")
+    blip = trial(db, jobs, LEASE / 2, 4, "outage-blip")
+    log(f"outage blip: {blip['succeeded_charged_once']}/{jobs} succeeded and charged once")
+    return {"lease_s": LEASE, "heartbeat_s": HEARTBEAT, "poll_s": POLL, "long": long, "blip": blip}
+
+
+def main() -> None:
+    run_alone(run, __doc__, jobs=32)
+
+
+if __name__ == "__main__":
+    main()

