@@ -168,8 +168,9 @@ def test_the_journey_in_japanese(page, live):
     assert page.locator("h1").inner_text() == "東京都府中市"
 
     page.wait_for_selector('#job-status[data-status="running"]')
+    # A function, not an expression string, which the page's CSP would refuse to eval().
     page.wait_for_function(
-        "document.querySelector('#job-status .step')?.textContent.includes('件目')"
+        "() => document.querySelector('#job-status .step')?.textContent.includes('件目')"
     )
     assert "ハザードデータを取得しました" in page.locator("#job-status .step").inner_text()
     shot(page, "job-running-ja")

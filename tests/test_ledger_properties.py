@@ -103,7 +103,7 @@ class Ledger(RuleBasedStateMachine):
     def submit(self, user, started):
         user_id = self.user_ids[user]
         try:
-            job_id = transitions.create(user_id, "札幌市", "en", None)
+            job_id = transitions.create(user_id, "札幌市", "en", None, 0)  # a new user's generation
         except (transitions.NotEnoughPoints, transitions.AssessmentInFlight):
             return multiple()
         self.owner[job_id] = user_id
@@ -267,7 +267,7 @@ class Ledger(RuleBasedStateMachine):
                 # Refunded if charged, unless support holds it or decided no refund is due.
                 assert open_ or by_support, job
             # What the poll's own read (without its settling) would show right now.
-            shown = views._as_view(views._select(job, self.owner[job])).billing
+            shown = views._as_view(views._select(job, self.owner[job], None)).billing
             self.check_shown(shown, status, finalized, consumes_, refunds, open_)
 
 
