@@ -305,3 +305,22 @@ def test_a_japanese_reader_meets_no_english_on_any_page(make_app, sql):
         html = response.get_data(as_text=True)
         assert '<html lang="ja">' in html, name
         assert english_words(html) == [], (name, english_words(html))
+
+
+def test_superseded_places_postal_codes_and_the_login_brake_in_japanese(app, client, actions):
+    client.environ_base["HTTP_ACCEPT_LANGUAGE"] = "ja"
+    actions.signup("user@example.com")
+    html = actions.submit("浜松市中区").get_data(as_text=True)
+    assert "浜松市中区 (Hamamatsu-shi Naka-ku)は2024-01-01に" in html
+    assert "評価する場所を選んでください。" in html and "became part of" not in html
+    shared = actions.submit("〒004-0000").get_data(as_text=True)
+    assert "郵便番号004-0000は2件の市区町村" in shared and "、" in shared
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    guesser = Actions(app.test_client())
+    guesser.client.environ_base.update(HTTP_ACCEPT_LANGUAGE="ja", REMOTE_ADDR="203.0.113.9")
+    for _ in range(10):
+        assert guesser.login("user@example.com", "guess-wrong").status_code == 400
+    braked = guesser.login("user@example.com")
+    assert braked.status_code == 429, braked.status_code
+    braked = braked.get_data(as_text=True)
+    assert "失敗した試行が多すぎます" in braked and "15分後に" in braked
