@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run cluster test chaos chromium bench lint clean
+.PHONY: run cluster test chaos chromium bench lint clean translations messages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,17 +13,30 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
+# The catalogs (translations/*/LC_MESSAGES/messages.po) are compiled here, never committed:
+# `make run` and `make test` compile whichever .po changed since the last time.
+MO := $(patsubst %.po,%.mo,$(wildcard translations/*/LC_MESSAGES/messages.po))
+translations/%.mo: translations/%.po $(VENV)/.installed
+	$(BIN)/pybabel -q compile -i $< -o $@
+translations: $(MO)
+
+# After changing user-facing strings: refresh the catalogs, then translate what is new.
+messages: $(VENV)/.installed
+	$(BIN)/pybabel -q extract -F babel.cfg -k _l -k N_ --sort-output --no-location \
+		--omit-header -o translations/messages.pot .
+	$(BIN)/pybabel -q update -i translations/messages.pot -d translations --no-fuzzy-matching
+
 # gunicorn.conf.py starts the embedded PostgreSQL when DATABASE_URL is unset
 # and applies the migrations before the worker starts.
-run: $(VENV)/.installed
+run: $(VENV)/.installed translations
 	$(BIN)/gunicorn -c gunicorn.conf.py wsgi:app
 
 # Two web instances (ports 8000 and 8001) and two queue workers from the Procfile, on the
 # same database; each process migrates under one lock, Ctrl-C stops (and settles) them all.
-cluster: $(VENV)/.installed
+cluster: $(VENV)/.installed translations
 	JOB_EXECUTOR=procrastinate $(BIN)/honcho -f Procfile start
 
-test: $(VENV)/.installed chromium
+test: $(VENV)/.installed translations chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Not part of `make test`: the kill-a-random-process trials of tests/test_cluster.py, many

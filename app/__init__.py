@@ -10,7 +10,7 @@ from typing import Any
 from flask import Flask
 
 from . import config, dbretry, embedded, failpoints, logs
-from .extensions import csrf, db, limiter, login_manager, migrate
+from .extensions import babel, csrf, db, limiter, login_manager, migrate
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -49,6 +49,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(config.ROOT / "migrations"))
     csrf.init_app(app)
     login_manager.init_app(app)
+    from .web import i18n
+
+    babel.init_app(
+        app,
+        default_translation_directories=str(config.ROOT / "translations"),
+        locale_selector=i18n.select_locale,
+        timezone_selector=i18n.select_timezone,
+    )
+    i18n.init_jinja(app)
     limiter.init_app(app)
     # The decorated views (log-in and sign-up POSTs) check their limits themselves; the
     # hook Flask-Limiter puts before every request would find none (no default limits)
@@ -81,11 +90,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
 
-    from .web import assessments, auth, cli, errors, headers, health, main, support
+    from .web import assessments, auth, cli, errors, headers, health, main, preferences, support
 
     headers.init_app(app)
 
-    for module in (auth, main, assessments, support, health):
+    for module in (auth, main, assessments, support, health, preferences):
         app.register_blueprint(module.bp)
     errors.init_app(app)
     # Every request may set off the due chores (the fast poll, which bypasses Flask,

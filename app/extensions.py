@@ -1,5 +1,6 @@
 """Extension objects, bound to the app in create_app()."""
 
+from flask_babel import Babel
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
@@ -17,6 +18,7 @@ db = SQLAlchemy(model_class=Base)
 migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
+babel = Babel()
 # Limits only where a view is decorated (log-in and sign-up POSTs): no default limits.
 # The fast poll answers before Flask and never reaches it.
 limiter = Limiter(key_func=get_remote_address, default_limits=[], strategy="moving-window")

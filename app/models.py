@@ -44,6 +44,7 @@ class User(UserMixin, db.Model):
     __table_args__ = (
         CheckConstraint("point_balance >= 0", name="ck_users_point_balance_nonnegative"),
         CheckConstraint("role IN ('user', 'support')", name="ck_users_role"),
+        CheckConstraint("locale IN ('en', 'ja')", name="ck_users_locale"),
         Index("uq_users_email_lower", func.lower(text("email")), unique=True),
     )
 
@@ -53,6 +54,8 @@ class User(UserMixin, db.Model):
     role: Mapped[str] = mapped_column(Text, server_default=Role.USER.value)
     point_balance: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    locale: Mapped[str | None] = mapped_column(Text)  # None: the browser's language
+    timezone: Mapped[str | None] = mapped_column(Text)  # None: Asia/Tokyo
     # Bumped by logout: a session issued under an older generation is dead (web/auth.py).
     session_generation: Mapped[int] = mapped_column(Integer, server_default="0")
 

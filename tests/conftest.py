@@ -47,6 +47,19 @@ def _server_url() -> str:
     return embedded.start(ROOT / ".pgdata-test")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_catalogs() -> None:
+    """Compile the translation catalogs that changed, as `make test` does before pytest."""
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    for po in (ROOT / "translations").glob("*/LC_MESSAGES/messages.po"):
+        mo = po.with_suffix(".mo")
+        if not mo.exists() or mo.stat().st_mtime < po.stat().st_mtime:
+            with po.open("rb") as source, mo.open("wb") as target:
+                write_mo(target, read_po(source))
+
+
 @pytest.fixture(scope="session")
 def database_url() -> str:
     """Create a fresh database for this session, migrate it, and drop it afterwards."""

@@ -312,6 +312,7 @@ def render_report(report: dict[str, Any]) -> str:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined
     )
+    env.filters["when"] = str  # the app's filter (app/web/i18n.py) needs a request
     html = env.get_template("partials/_report.html").render(report=report)
     parser = TagBalance()
     parser.feed(html)
@@ -364,10 +365,16 @@ def sapporo_report(sapporo) -> dict[str, Any]:
     )
 
 
-def test_the_report_shows_when_it_was_generated_as_other_pages_do(sapporo_report) -> None:
+def test_the_report_shows_when_it_was_generated_as_other_pages_do(app, sapporo_report) -> None:
     sapporo_report["generated_at"] = "2026-11-29T09:06:01+00:00"
-    html = render_report(sapporo_report)
-    assert '<time datetime="2026-11-29T09:06:01+00:00">2026-11-29 09:06 UTC</time>' in html
+    report = app.jinja_env.get_template("partials/_report.html")
+    # In the reader's time zone (Asia/Tokyo until they choose) and language.
+    with app.test_request_context():
+        html = report.render(report=sapporo_report).replace("\u202f", " ")
+    assert '<time datetime="2026-11-29T09:06:01+00:00">Nov 29, 2026, 6:06:01 PM</time>' in html
+    with app.test_request_context(headers={"Accept-Language": "ja"}):
+        html = report.render(report=sapporo_report)
+    assert '<time datetime="2026-11-29T09:06:01+00:00">2026/11/29 18:06:01</time>' in html
 
 
 def test_the_chart_text_keeps_its_size_on_a_phone(sapporo_report) -> None:

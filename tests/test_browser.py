@@ -165,6 +165,46 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     assert violations == [], "the browser refused something under the CSP"
 
 
+def test_the_journey_in_japanese(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="4", POLL_INTERVAL_SECONDS="0.5")
+    page.goto(server.url + "/")
+    page.get_by_role("button", name="日本語").click()  # the switch: a form, no script needed
+    assert page.locator("html").get_attribute("lang") == "ja"
+    page.goto(server.url + "/signup")
+    page.get_by_label("メールアドレス").fill("hanako@example.com")
+    page.get_by_label("パスワード").fill("correct horse")
+    page.get_by_role("button", name="新規登録").click()
+    page.wait_for_url(server.url + "/")
+    assert "3ポイントをご利用いただけます" in page.locator(".flash").inner_text()
+    shot(page, "dashboard-ja")
+
+    page.goto(server.url + "/assessments/new")
+    page.get_by_label("場所").fill("府中市")
+    page.get_by_role("button", name=re.compile("評価を開始")).click()
+    choices = page.locator(".choice-list a")
+    assert choices.all_inner_texts() == ["東京都府中市 (132063)", "広島県府中市 (342084)"]
+    shot(page, "choices-ja")
+    choices.first.click()
+    assert page.get_by_label("レポートの言語").input_value() == "ja"  # follows the interface
+    page.get_by_role("button", name=re.compile("評価を開始")).click()
+    page.wait_for_url(JOB_PAGE)
+    assert page.locator("h1").inner_text() == "東京都府中市"
+
+    page.wait_for_selector('#job-status[data-status="running"]')
+    # A function, not an expression string, which the page's CSP would refuse to eval().
+    page.wait_for_function(
+        "() => document.querySelector('#job-status .step')?.textContent.includes('件目')"
+    )
+    assert "ハザードデータを取得しました" in page.locator("#job-status .step").inner_text()
+    shot(page, "job-running-ja")
+
+    page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
+    assert "1ポイントを使用しました。" in page.locator("#job-status").inner_text()
+    assert page.locator(".report").get_attribute("lang") == "ja"
+    assert "総合スコア" in page.locator(".report").inner_text()
+    shot(page, "report-ja")
+
+
 def test_a_second_tab_is_told_about_the_running_job(page, live):
     server = live(ASSESSMENT_WORK_SECONDS="20")
     sign_up(page, server, "tabs@example.com")

@@ -188,7 +188,7 @@ def test_ledger_and_history_rows_name_the_place_and_language(make_app, sql):
     job_id_from(actions.submit("Fuchu, Tokyo", "ja"))
     wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
     points = client.get("/points").get_data(as_text=True)
-    assert re.search(r"Used<span class=\"muted\"> · Fuchu-shi, Tokyo .*\(JA\)", points)
+    assert re.search(r"Used<span class=\"muted\"> · Fuchu, Tokyo .*\(日本語\)", points)
     history = client.get("/assessments").get_data(as_text=True)
     assert '<th scope="col">Language</th>' in history
     assert '<td data-label="Language">日本語</td>' in history

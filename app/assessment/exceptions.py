@@ -1,18 +1,42 @@
-"""What the resolver answers when a query names no one current place: each carries its choices."""
+"""What the resolver answers when a query names no one current place: each carries its choices.
 
-from collections.abc import Iterable
+Each answer keeps its words as parts (a message template and its values), so a page can
+put them in the reader's language (app/web/i18n.py place_message); str() is the English.
+"""
+
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .area import Area
 from .gazetteer import Former
 
 MAX_SUGGESTIONS = 5
 
+# A message and its values; a list value is a list of names ("A and B" in English).
+Part = tuple[str, Mapping[str, Any]]
+
+
+def N_(text: str) -> str:  # noqa: N802 - gettext's usual name: marked for the catalog
+    """Mark a message for translation; the web layer words it in the user's language."""
+    return text
+
+
+def english(parts: Iterable[Part]) -> str:
+    """Word message parts in English, as the catalogs' msgids are."""
+    return " ".join(
+        template % {k: " and ".join(v) if isinstance(v, list) else v for k, v in params.items()}
+        if params
+        else template
+        for template, params in parts
+    )
+
 
 class PlaceNotFound(ValueError):
     """No municipality matches the query; suggestions holds close matches, if any."""
 
-    def __init__(self, message: str, suggestions: Iterable[Area] = ()) -> None:
-        super().__init__(message)
+    def __init__(self, template: str, suggestions: Iterable[Area] = (), **params: Any) -> None:
+        self.parts: list[Part] = [(template, params)]
+        super().__init__(english(self.parts))
         self._found: Iterable[Area] = suggestions
         self._suggestions: list[Area] | None = None
         self._total = 0
@@ -36,10 +60,19 @@ class PlaceNotFound(ValueError):
 
 
 class PlaceAmbiguous(ValueError):
-    """Several municipalities match the query; choices lists them all, by code."""
+    """Several municipalities match the query; choices lists them all, by code.
 
-    def __init__(self, query: str, choices: Iterable[Area]) -> None:
+    parts is None for the plain "matches N places" answer, which a page words itself
+    (its prefectures are named in the page's language); else the message's parts.
+    """
+
+    def __init__(self, query: str, choices: Iterable[Area], parts: list[Part] | None = None):
+        self.query = query
         self.choices: list[Area] = sorted(choices, key=lambda area: area.code)
+        self.parts = parts
+        if parts is not None:
+            super().__init__(english(parts))
+            return
         prefectures = list(dict.fromkeys(area.prefecture_romaji for area in self.choices))
         where = " and ".join(filter(None, [", ".join(prefectures[:-1]), prefectures[-1]]))
         super().__init__(
@@ -53,16 +86,20 @@ class PlaceSuperseded(PlaceAmbiguous):
 
     def __init__(self, query: str, formers: Iterable[Former]) -> None:
         formers = list(formers)
-        super().__init__(query, {area: None for f in formers for area in f.successors})
-        self.args = (" ".join(_became(former) for former in formers) + " Choose where to assess.",)
+        parts = [_became(former) for former in formers] + [(N_("Choose where to assess."), {})]
+        super().__init__(query, {area: None for f in formers for area in f.successors}, parts)
 
 
-def _became(former: Former) -> str:
+def _became(former: Former) -> Part:
     old, change = former.area, former.change
+    was = f"{old.name_ja} ({old.name_romaji})"
     if [area.name_ja for area in former.successors] == [old.name_ja]:
         return (
-            f"{old.name_ja} ({old.name_romaji}) has the local-government code "
-            f"{former.successors[0].code} since {change.date}, in place of {old.code}."
+            N_(
+                "%(old)s has the local-government code %(code)s since %(date)s, "
+                "in place of %(was)s."
+            ),
+            {"old": was, "code": former.successors[0].code, "date": change.date, "was": old.code},
         )
     # Within one city, the ward's own name is enough: "became part of 中央区".
     city = old.name_ja[: old.name_ja.find("市") + 1] if "市" in old.name_ja[:-1] else ""
@@ -71,5 +108,6 @@ def _became(former: Former) -> str:
         for area in former.successors
     ]
     return (
-        f"{old.name_ja} ({old.name_romaji}) became part of {' and '.join(names)} on {change.date}."
+        N_("%(old)s became part of %(new)s on %(date)s."),
+        {"old": was, "new": names, "date": change.date},
     )

@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from . import postal
 from .area import Area
-from .exceptions import MAX_SUGGESTIONS, PlaceAmbiguous, PlaceNotFound, PlaceSuperseded
+from .exceptions import MAX_SUGGESTIONS, N_, PlaceAmbiguous, PlaceNotFound, PlaceSuperseded
 from .gazetteer import Gazetteer, Prefecture, check_digit, gazetteer
 from .keys import is_romaji, ja_key, romaji_key
 
@@ -80,8 +80,10 @@ def resolve_place(query: str) -> Area:
     text = unicodedata.normalize("NFKC", query).strip()
     if not text:
         raise PlaceNotFound(
-            "Type a place: a municipality's name, an address, a postal code, "
-            "or its local-government code."
+            N_(
+                "Type a place: a municipality's name, an address, a postal code, "
+                "or its local-government code."
+            )
         )
     if code := POSTAL_CODE.match(text):
         return _by_postal_code(text, code)
@@ -106,8 +108,12 @@ def _by_postal_code(text: str, match: re.Match[str]) -> Area:
     if not rest:
         if not covered:
             raise PlaceNotFound(
-                f"{postal.formatted(number)} is not a postal code in Japan Post's data "
-                f"(as of {gaz.as_of}). Check it, or type the municipality's name."
+                N_(
+                    "%(postal)s is not a postal code in Japan Post's data (as of %(as_of)s). "
+                    "Check it, or type the municipality's name."
+                ),
+                postal=postal.formatted(number),
+                as_of=gaz.as_of,
             )
         return _by_covered(number, covered)
     try:
@@ -127,39 +133,55 @@ def _by_postal_code(text: str, match: re.Match[str]) -> Area:
     wards = [ward for ward in covered if ward.name_ja.startswith(area.name_ja)]
     if wards:
         return _by_covered(number, wards)
-    conflict = PlaceAmbiguous(text, [area, *covered])
-    conflict.args = (
-        f"The postal code {postal.formatted(number)} is in "
-        f"{' and '.join(ward.name_ja for ward in covered)}, but the address names "
-        f"{area.name_ja}. Choose the place to assess.",
+    message = N_(
+        "The postal code %(postal)s is in %(covered)s, but the address names %(named)s. "
+        "Choose the place to assess."
     )
-    raise conflict
+    words = {
+        "postal": postal.formatted(number),
+        "covered": [ward.name_ja for ward in covered],
+        "named": area.name_ja,
+    }
+    raise PlaceAmbiguous(text, [area, *covered], [(message, words)])
 
 
 def _by_covered(number: int, covered: list[Area]) -> Area:
     if len(covered) == 1:
         return covered[0]
-    shared = PlaceAmbiguous(postal.formatted(number), covered)
-    shared.args = (
-        f"The postal code {postal.formatted(number)} covers {len(covered)} municipalities: "
-        f"{' and '.join(area.name_ja for area in covered)}. Choose the one to assess.",
+    message = N_(
+        "The postal code %(postal)s covers %(num)d municipalities: %(names)s. "
+        "Choose the one to assess."
     )
-    raise shared
+    words = {
+        "postal": postal.formatted(number),
+        "num": len(covered),
+        "names": [area.name_ja for area in covered],
+    }
+    raise PlaceAmbiguous(postal.formatted(number), covered, [(message, words)])
 
 
 def _by_code(digits: str) -> Area:
     gaz = gazetteer()
     if len(digits) not in (5, 6):
         raise PlaceNotFound(
-            f"{digits} is not a local-government code: those have 5 digits, "
-            "or 6 with the check digit."
+            N_(
+                "%(digits)s is not a local-government code: those have 5 digits, "
+                "or 6 with the check digit."
+            ),
+            digits=digits,
         )
     code5 = digits[:5]
     if len(digits) == 6 and digits[5] != (expected := check_digit(code5)):
         raise PlaceNotFound(
-            f"{digits} is not a valid local-government code: the check digit of {code5} "
-            f"is {expected}, not {digits[5]}.",
+            N_(
+                "%(digits)s is not a valid local-government code: the check digit of "
+                "%(code5)s is %(expected)s, not %(given)s."
+            ),
             [gaz.by_code5[code5]] if code5 in gaz.by_code5 else [],
+            digits=digits,
+            code5=code5,
+            expected=expected,
+            given=digits[5],
         )
     if code5 in gaz.by_code5:
         return gaz.by_code5[code5]
@@ -168,7 +190,9 @@ def _by_code(digits: str) -> Area:
     for pref in gaz.prefectures.values():
         if pref.code[:5] == code5:
             raise _prefecture_given(gaz, pref)
-    raise PlaceNotFound(f"No municipality has the local-government code {digits}.")
+    raise PlaceNotFound(
+        N_("No municipality has the local-government code %(digits)s."), digits=digits
+    )
 
 
 def _by_japanese(text: str) -> Area:
@@ -183,7 +207,7 @@ def _by_japanese(text: str) -> Area:
         raise _prefecture_given(gaz, gaz.prefectures[pref])
     lead2, rest = _strip_prefecture(key, gaz.ja_pref_full)
     if lead2 and code2 and lead2 != code2:
-        raise PlaceNotFound(f'"{text}" names two different prefectures.')
+        raise PlaceNotFound(N_('"%(query)s" names two different prefectures.'), query=text)
     code2 = code2 or lead2
     areas = _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2) or _longest_prefix(
         (gaz.ja_full, gaz.ja_district), rest, code2
@@ -191,8 +215,9 @@ def _by_japanese(text: str) -> Area:
     if areas:
         return _one(text, areas)
     raise PlaceNotFound(
-        f'No municipality matches "{text}".',
+        N_('No municipality matches "%(query)s".'),
         _suggest(rest, (gaz.ja_full, gaz.ja_base), code2),
+        query=text,
     )
 
 
@@ -230,8 +255,9 @@ def _by_romaji(text: str) -> Area:
             return _one(text, areas)
     key = romaji_key(text)
     raise PlaceNotFound(
-        f'No municipality matches "{text}".',
+        N_('No municipality matches "%(query)s".'),
         _suggest(key.removesuffix("japan") or key, (gaz.romaji_full, gaz.romaji_base)),
+        query=text,
     )
 
 
@@ -320,7 +346,11 @@ def _prefecture_given(gaz: Gazetteer, pref: Prefecture) -> PlaceNotFound:
         key=lambda area: area.code,
     )
     return PlaceNotFound(
-        f"{pref.name_romaji} ({pref.name_ja}) is a prefecture, not a municipality: "
-        "add the city, ward, town or village.",
+        N_(
+            "%(prefecture_romaji)s (%(prefecture_ja)s) is a prefecture, not a municipality: "
+            "add the city, ward, town or village."
+        ),
         cities,
+        prefecture_romaji=pref.name_romaji,
+        prefecture_ja=pref.name_ja,
     )

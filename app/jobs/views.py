@@ -12,7 +12,7 @@ from flask import current_app
 from sqlalchemy import text
 
 from .. import failpoints
-from ..assessment.analysis import LAYERS
+from ..assessment.analysis import LAYERS, Layer
 from ..assessment.work import ANALYSING_STEP, LAYERS_STEP
 from ..extensions import db
 from ..points import billing
@@ -42,15 +42,15 @@ class JobView:
     balance: int  # the owner's balance, for the page's top bar
 
     @property
-    def layers(self) -> list[tuple[str, bool]]:
-        """Return each hazard layer's name and whether it is fetched, as the step says."""
+    def layers(self) -> list[tuple[Layer, bool]]:
+        """Return each hazard layer and whether it is fetched, as the step says."""
         if self.step.startswith(LAYERS_STEP):
             done = set(self.step[len(LAYERS_STEP) :].split(","))
         elif self.step == ANALYSING_STEP or self.status == "succeeded":
             done = {layer.key for layer in LAYERS}
         else:
             done = set()
-        return [(layer.name_en, layer.key in done) for layer in LAYERS]
+        return [(layer, layer.key in done) for layer in LAYERS]
 
     @property
     def fetching(self) -> bool:

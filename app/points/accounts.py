@@ -1,7 +1,7 @@
 """Accounts: creating users with their signup points, and checking passwords."""
 
 from psycopg.errors import UniqueViolation
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import IntegrityError
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -45,6 +45,13 @@ def authenticate(email: str, password: str) -> User | None:
     if user is None or not check_password_hash(user.password_hash, password):
         return None
     return user
+
+
+def set_preferences(user_id: int, **choices: str) -> None:
+    """Save a user's interface language (locale) and/or time zone."""
+    columns = {name: value for name, value in choices.items() if name in ("locale", "timezone")}
+    db.session.execute(update(User).where(User.id == user_id).values(**columns))
+    db.session.commit()
 
 
 def end_sessions(user_id: int) -> None:

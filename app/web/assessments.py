@@ -14,6 +14,7 @@ from flask import (
     session,
     url_for,
 )
+from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis, places
@@ -21,7 +22,7 @@ from ..extensions import login_manager
 from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
 from ..points import accounts, ledger
-from . import paging
+from . import i18n, paging
 from .auth import session_identity
 from .forms import AssessmentForm
 
@@ -46,7 +47,8 @@ def index():
 @login_required
 def new():
     """Show the submit form, filled in from the query string (a chosen place, a retry)."""
-    lang = request.args.get("lang", "en")
+    # The report's language follows the interface's unless the link chose one (a retry).
+    lang = request.args.get("lang") or i18n.language()
     form = AssessmentForm(
         query=request.args.get("query", "")[:200], lang=lang if lang in ("en", "ja") else "en"
     )
@@ -85,19 +87,21 @@ def create():
     except pipeline.AlreadyReported as exc:
         return _form_error(form, 409, None, existing=exc.job_id, existing_lang=exc.lang)
     except PlaceAmbiguous as exc:
-        return _form_error(form, 400, str(exc), choices=exc.choices)
+        message = i18n.place_message(exc)
+        return _form_error(form, 400, message, choices=exc.choices)
     except PlaceNotFound as exc:
-        return _form_error(form, 400, str(exc), suggestions=exc.suggestions, matched=exc.total)
+        message = i18n.place_message(exc)
+        return _form_error(form, 400, message, suggestions=exc.suggestions, matched=exc.total)
     except transitions.NotEnoughPoints:
         # The INSERT also refused a revoked session or a deleted user: ask only now.
         if not accounts.session_alive(user_id, generation):
             return _session_ended()
         return _form_error(form, 402, no_points=True)  # the form says it, once
     except transitions.AssessmentInFlight as exc:
-        return _form_error(form, 409, "An assessment is already running.", running=exc.job_id)
+        return _form_error(form, 409, _("An assessment is already running."), running=exc.job_id)
     except RunnerBusy:
         response = _form_error(
-            form, 503, "The service is busy right now. Nothing was charged: try again shortly."
+            form, 503, _("The service is busy right now. Nothing was charged: try again shortly.")
         )
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
@@ -144,14 +148,14 @@ def cancel(job_id: str):
     job = _own_job(job_id, current_user.id)
     if job.settled or job.status not in ("pending", "running"):
         if job.status == "succeeded":
-            flash("It finished before the cancel arrived: here is your report.", "info")
+            flash(_("It finished before the cancel arrived: here is your report."), "info")
         return redirect(url_for(".show", job_id=job.id), 303)
     if job.progress >= CONFIRM_CANCEL_FROM and request.form.get("confirm") != "yes":
         return render_template("assessments/cancel.html", job=job, balance=job.balance)
     if not transitions.cancel(job.id, current_user.id):
         # It ended on its own between the read and the cancel: say which way.
         if views.view(job.id, current_user.id).status == "succeeded":
-            flash("It finished before the cancel arrived: here is your report.", "info")
+            flash(_("It finished before the cancel arrived: here is your report."), "info")
     return redirect(url_for(".show", job_id=job.id), 303)
 
 

@@ -16,13 +16,16 @@ from flask import (
     session,
     url_for,
 )
+from flask_babel import format_number, ngettext
+from flask_babel import gettext as _
 from flask_limiter import RateLimitExceeded
 from flask_login import current_user, login_required, login_user, logout_user
 
 from ..extensions import db, limiter, login_manager
 from ..models import User
 from ..points import accounts
-from .forms import LoginForm, SignupForm
+from . import i18n
+from .forms import LoginForm, PreferencesForm, SignupForm
 
 bp = Blueprint("auth", __name__)
 
@@ -78,11 +81,11 @@ def unauthorized():
             back = urlsplit(request.headers.get("HX-Current-URL", "")).path or "/"
         except ValueError:  # a malformed header is no reason for a 500
             back = "/"
-        flash("Your session ended. Log in to see your assessment again.", "info")
+        flash(_("Your session ended. Log in to see your assessment again."), "info")
         response = make_response("", 401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=back)
         return response
-    flash("Log in to continue.", "info")
+    flash(_("Log in to continue."), "info")
     return redirect(url_for("auth.login", next=request.path))
 
 
@@ -137,11 +140,22 @@ def signup():
                 form.email.data, form.password.data, current_app.config["SIGNUP_POINTS"]
             )
         except accounts.EmailTaken:
-            form.email.errors.append("An account with this email already exists. Log in instead.")
+            form.email.errors.append(
+                _("An account with this email already exists. Log in instead.")
+            )
         else:
             g.signed_up = True
             login_user(user)
-            flash(f"Welcome! You have {user.point_balance} points to spend.", "success")
+            i18n.remember(user)
+            flash(
+                ngettext(
+                    "Welcome! You have %(points)s point to spend.",
+                    "Welcome! You have %(points)s points to spend.",
+                    user.point_balance,
+                    points=format_number(user.point_balance),
+                ),
+                "success",
+            )
             return redirect(url_for("main.dashboard"), 303)
     status = 400 if request.method == "POST" else 200
     return render_template("auth/signup.html", form=form), status
@@ -171,9 +185,10 @@ def login():
         user = accounts.authenticate(form.email.data, form.password.data)
         if user is not None:
             login_user(user)
+            i18n.remember(user)
             return redirect(_safe_next() or url_for("main.dashboard"), 303)
         g.login_failed = True
-        form.password.errors.append("That email and password do not match an account.")
+        form.password.errors.append(_("That email and password do not match an account."))
     status = 400 if request.method == "POST" else 200
     return render_template("auth/login.html", form=form), status
 
@@ -184,9 +199,10 @@ def too_many_attempts(exc: RateLimitExceeded):
     limit = limiter.current_limit
     wait = max(1, math.ceil(limit.reset_at - time.time())) if limit else 60
     minutes = math.ceil(wait / 60)
-    message = (
-        "Too many failed attempts. Nothing was changed. Try again in"
-        f" {minutes} minute{'' if minutes == 1 else 's'}."
+    message = ngettext(
+        "Too many failed attempts. Nothing was changed. Try again in %(num)d minute.",
+        "Too many failed attempts. Nothing was changed. Try again in %(num)d minutes.",
+        minutes,
     )
     body = render_template("error.html", code=429, message=message)
     return body, 429, {"Retry-After": str(wait)}
@@ -198,7 +214,7 @@ def logout():
     """Sign out on every device (CSRFProtect has checked the form's token)."""
     accounts.end_sessions(current_user.id)
     logout_user()
-    flash("You are signed out.", "info")
+    flash(_("You are signed out."), "info")
     return redirect(url_for("auth.login"), 303)
 
 
@@ -218,8 +234,13 @@ def _safe_next() -> str | None:
 @bp.get("/account")
 @login_required
 def account():
-    """Show the account and the way to sign out everywhere."""
-    return render_template("auth/account.html")
+    """Show the account: its language and time zone, and the way to sign out everywhere."""
+    return render_template("auth/account.html", form=preferences_form())
+
+
+def preferences_form() -> PreferencesForm:
+    """Return the language and time zone form, filled in with the current choice."""
+    return PreferencesForm(lang=i18n.language(), timezone=i18n.select_timezone())
 
 
 @bp.post("/account/logout-everywhere")
@@ -228,5 +249,5 @@ def logout_everywhere():
     """Revoke every session of the user, this one included."""
     accounts.end_sessions(current_user.id)
     logout_user()
-    flash("You are signed out on every device.", "info")
+    flash(_("You are signed out on every device."), "info")
     return redirect(url_for("auth.login"), 303)

@@ -4,6 +4,8 @@ import math
 
 import psycopg
 from flask import Flask, current_app, render_template
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
@@ -20,15 +22,15 @@ DATABASE_ERRORS = (
 )
 
 MESSAGES = {
-    400: "The request could not be understood.",
-    403: "You do not have access to this page.",
-    404: "There is nothing here. It may belong to another account, or the link is wrong.",
-    405: "That action is not allowed here.",
-    409: "That conflicts with something already in progress.",
-    413: "That request is too large.",
-    429: "Too many failed attempts. Wait a few minutes, then try again.",
-    500: "Something went wrong on our side. Nothing was charged for this request.",
-    503: "The service is busy. Try again shortly.",
+    400: _l("The request could not be understood."),
+    403: _l("You do not have access to this page."),
+    404: _l("There is nothing here. It may belong to another account, or the link is wrong."),
+    405: _l("That action is not allowed here."),
+    409: _l("That conflicts with something already in progress."),
+    413: _l("That request is too large."),
+    429: _l("Too many failed attempts. Wait a few minutes, then try again."),
+    500: _l("Something went wrong on our side. Nothing was charged for this request."),
+    503: _l("The service is busy. Try again shortly."),
 }
 
 
@@ -37,7 +39,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(CSRFError)
     def csrf_error(exc: CSRFError):
-        return _page(400, "Your form expired or was not sent from this site. Reload and retry.")
+        return _page(400, _("Your form expired or was not sent from this site. Reload and retry."))
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

@@ -1,6 +1,7 @@
 """The forms; Flask-WTF adds the CSRF token to every one."""
 
 from flask import request
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import (
     EmailField,
@@ -11,9 +12,14 @@ from wtforms import (
     StringField,
     TextAreaField,
 )
-from wtforms.validators import DataRequired, Email, Length, ValidationError
+from wtforms.validators import AnyOf, DataRequired, Email, Length, ValidationError
 
-LANGS = [SelectChoice("en", "English"), SelectChoice("ja", "日本語 (Japanese)")]
+from .i18n import DEFAULT_TIMEZONE, LANGUAGES, NAMES, TIMEZONES
+
+INTERFACE_LANGUAGES = list(LANGUAGES)
+# Each language named in itself, as a reader looking for their own would recognise it.
+INTERFACE_CHOICES = [SelectChoice(code, NAMES[code]) for code in LANGUAGES]
+LANGS = [SelectChoice("en", _l("English")), SelectChoice("ja", _l("Japanese"))]
 
 
 class Form(FlaskForm):
@@ -39,49 +45,54 @@ def stripped(value: str | None) -> str | None:
 def printable(form, field) -> None:
     """Refuse control characters (a NUL cannot even be stored in PostgreSQL text)."""
     if field.data and any(ord(ch) < 32 or ord(ch) == 127 for ch in field.data):
-        raise ValidationError("Remove the control characters from this field.")
+        raise ValidationError(_l("Remove the control characters from this field."))
 
 
 class SignupForm(Form):
     email = EmailField(
-        "Email",
-        validators=[DataRequired("Enter your email address."), Length(max=254), printable, Email()],
+        _l("Email"),
+        validators=[
+            DataRequired(_l("Enter your email address.")),
+            Length(max=254),
+            printable,
+            Email(),  # WTForms words it, in Japanese too (its own catalog)
+        ],
         filters=[stripped],  # as login and the stored address do
     )
     password = PasswordField(
-        "Password",
+        _l("Password"),
         validators=[
-            DataRequired("Choose a password."),
-            Length(min=8, max=128, message="Use 8 to 128 characters."),
+            DataRequired(_l("Choose a password.")),
+            Length(min=8, max=128, message=_l("Use 8 to 128 characters.")),
         ],
     )
 
 
 class LoginForm(Form):
     email = EmailField(
-        "Email",
-        validators=[DataRequired("Enter your email address."), Length(max=254), printable],
+        _l("Email"),
+        validators=[DataRequired(_l("Enter your email address.")), Length(max=254), printable],
         filters=[stripped],
     )
     password = PasswordField(
-        "Password", validators=[DataRequired("Enter your password."), Length(max=128)]
+        _l("Password"), validators=[DataRequired(_l("Enter your password.")), Length(max=128)]
     )
 
 
 class AssessmentForm(Form):
     query = StringField(
-        "Place",
+        _l("Place"),
         validators=[
-            DataRequired("Type a place: a city, a municipality code or an address."),
-            Length(max=200, message="Keep the place under 200 characters."),
+            DataRequired(_l("Type a place: a city, a municipality code or an address.")),
+            Length(max=200, message=_l("Keep the place under 200 characters.")),
             printable,
         ],
         filters=[stripped],
     )
     lang = SelectField(
-        "Report language",
+        _l("Report language"),
         choices=LANGS,
-        default="en",
+        default="en",  # the view sets the interface's language
         validate_choice=True,
     )
     # Set by the "start a new one anyway" button, after the form said a report exists.
@@ -90,10 +101,26 @@ class AssessmentForm(Form):
 
 class ReasonForm(Form):
     reason = TextAreaField(
-        "Reason",
+        _l("Reason"),
         validators=[
-            DataRequired("Say why, for the record."),
-            Length(max=1000, message="Keep the reason under 1,000 characters."),
+            DataRequired(_l("Say why, for the record.")),
+            Length(max=1000, message=_l("Keep the reason under 1,000 characters.")),
         ],
         filters=[lambda s: s.replace("\x00", "") if s else s],
+    )
+
+
+class LanguageForm(Form):
+    """The switch on every page: one button per language."""
+
+    lang = StringField(validators=[DataRequired(), AnyOf(INTERFACE_LANGUAGES)])
+
+
+class PreferencesForm(Form):
+    lang = SelectField(_l("Language"), choices=INTERFACE_CHOICES, validate_choice=True)
+    timezone = SelectField(
+        _l("Time zone"),
+        choices=[SelectChoice(name, name) for name in TIMEZONES],
+        default=DEFAULT_TIMEZONE,
+        validate_choice=True,
     )

@@ -18,13 +18,14 @@ import re
 from collections.abc import Callable, Iterable
 from time import perf_counter
 
-from flask import Flask
+from flask import Flask, g
 from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
 from .. import dbretry, metrics
 from ..jobs import housekeeping, views
+from . import i18n
 from .auth import identity_of
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,16 @@ class LivePoll:
 
     def fragment(self, environ: dict, raw_id: str) -> bytes | None:
         """The live job's fragment, or None to let Flask answer."""
-        identity = self.session_identity(environ)
+        session = self.session_data(environ)
+        identity = identity_of(session) if session is not None else None
         job_id = views.parse_id(raw_id)
         if identity is None or job_id is None:
             return None
         app = self.app
         with app.app_context():
+            # The page's language, from the session just decoded (or the cached reading
+            # of Accept-Language): i18n.select_locale() takes it from g, without a query.
+            g.locale = i18n.language_of(session, environ.get("HTTP_ACCEPT_LANGUAGE"))
             try:
                 job = views.live_view(job_id, *identity)  # the generation checked in SQL
                 if job is None:
@@ -94,8 +99,8 @@ class LivePoll:
                 return None
         return html.encode()
 
-    def session_identity(self, environ: dict) -> tuple[int, int] | None:
-        """The signed-in (user id, session generation), read from the cookie as Flask does."""
+    def session_data(self, environ: dict) -> dict | None:
+        """The session, read from its signed cookie as Flask reads it; None if unusable."""
         app = self.app
         interface = app.session_interface
         cookie = parse_cookie(environ.get("HTTP_COOKIE")).get(interface.get_cookie_name(app))
@@ -112,4 +117,4 @@ class LivePoll:
             return None
         if data.get("_permanent") and app.config["SESSION_REFRESH_EACH_REQUEST"]:
             return None  # Flask would send the cookie again with a new expiry
-        return identity_of(data)
+        return data

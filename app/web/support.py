@@ -3,6 +3,7 @@
 from functools import wraps
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
+from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
 from ..points import billing, incidents, ledger
@@ -59,13 +60,16 @@ def _settle(incident_id: int, refund: bool):
         abort(404)
     form = ReasonForm()
     if not form.validate_on_submit():
-        flash(" ".join(form.reason.errors) or "Say why, for the record.", "error")
+        flash(" ".join(map(str, form.reason.errors)) or _("Say why, for the record."), "error")
         return redirect(url_for(".index"), 303)
     settled = billing.settle_by_support(
         incident_id, incident.job_id, current_user.id, refund, form.reason.data.strip()
     )
     if settled:
-        flash(f"Incident {incident_id} resolved.", "success")
+        flash(_("Incident %(id)s resolved.", id=incident_id), "success")
     else:
-        flash(f"Incident {incident_id} was already resolved, or its job did not fail.", "error")
+        flash(
+            _("Incident %(id)s was already resolved, or its job did not fail.", id=incident_id),
+            "error",
+        )
     return redirect(url_for(".index"), 303)
