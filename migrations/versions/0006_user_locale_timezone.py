@@ -3,7 +3,7 @@
 Both are nullable: no choice yet means the browser's language and Asia/Tokyo.
 
 Revision ID: 0006
-Revises: 0003
+Revises: 0009
 Create Date: 2026-12-01 10:00:00
 
 """
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0003"  # after the session generation: chained in the order they landed
+down_revision = "0009"  # after the incident alerts: chained in the order they landed
 branch_labels = None
 depends_on = None
 
