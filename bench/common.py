@@ -236,6 +236,30 @@ class User:
         self.http.get(self.server.url + "/", timeout=10)  # shows (and drops) the welcome flash
         return self
 
+    def session_in(self, language: str, password: str = "correct horse battery") -> str:
+        """Log in once more, in a browser of its own that switched to language; its cookie."""
+        http = requests.Session()
+        http.headers["User-Agent"] = USER_AGENT
+
+        def token(path: str) -> str:
+            html = http.get(self.server.url + path, timeout=10).text
+            return re.search(r'name="csrf_token"[^>]*value="([^"]+)"', html).group(1)
+
+        for path, data in (
+            ("/login", {"email": self.email, "password": password}),
+            ("/language", {"lang": language}),
+        ):
+            form = "/login" if path == "/login" else "/"
+            r = http.post(
+                self.server.url + path,
+                data={**data, "csrf_token": token(form)},
+                allow_redirects=False,
+                timeout=30,
+            )
+            if r.status_code != 303:
+                raise RuntimeError(f"{path} for {self.email}: {r.status_code} {r.text[:200]}")
+        return "; ".join(f"{c.name}={c.value}" for c in http.cookies)
+
     def submit(self, query: str = PLACE, lang: str = "en") -> requests.Response:
         r = self.http.post(
             self.server.url + "/assessments",

@@ -9,6 +9,7 @@ Lua script cycling over the 32 users' cookies:
 - status: GET /assessments/<id>/status, the product's poll (running jobs, healthy)
 - status_nocheck: the same SELECT and template without the staleness column
 - status_reap: the reaping UPDATE on every poll, then the real poll
+- status_ja: the product's poll again, from the same users' sessions switched to Japanese
 
 Ratios are taken per round (the two endpoints measured minutes apart at most) and the
 median over rounds is reported.
@@ -22,7 +23,7 @@ import json
 from . import wrk
 from .common import Database, Server, count_running, log, median, users_with_running_jobs
 
-ENDPOINTS = ("constant", "select1", "status", "status_nocheck", "status_reap")
+ENDPOINTS = ("constant", "select1", "status", "status_nocheck", "status_reap", "status_ja")
 
 
 def paths(user) -> dict[str, str]:
@@ -32,6 +33,7 @@ def paths(user) -> dict[str, str]:
         "status": user.status_path,
         "status_nocheck": f"/bench/status-nocheck/{user.job_id}",
         "status_reap": f"/bench/status-reap-every-poll/{user.job_id}",
+        "status_ja": user.status_path,
     }
 
 
@@ -50,10 +52,20 @@ def run(
     )
     with server:
         users = users_with_running_jobs(server, db, n_users, "closed")
-        lines = {ep: [(paths(u)[ep], u.cookie) for u in users] for ep in ENDPOINTS}
+        japanese = {u.email: u.session_in("ja") for u in users}
+
+        def cookie(ep: str, user) -> str:
+            return japanese[user.email] if ep == "status_ja" else user.cookie
+
+        lines = {ep: [(paths(u)[ep], cookie(ep, u)) for u in users] for ep in ENDPOINTS}
         skipped = {}
         for ep in ENDPOINTS:  # every endpoint answers 200 before it is measured
-            r = users[0].http.get(server.url + lines[ep][0][0], headers={"HX-Request": "true"})
+            r = users[0].http.get(
+                server.url + lines[ep][0][0],
+                headers={"HX-Request": "true", "Cookie": lines[ep][0][1]},
+            )
+            if ep == "status_ja" and "ポイント" not in r.text:
+                raise RuntimeError(f"status_ja did not answer in Japanese: {r.text[:300]}")
             if r.status_code != 200:
                 if ep in ("constant", "select1", "status"):
                     raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
@@ -103,6 +115,7 @@ def run(
             "status/select1": ratio("status", "select1"),
             "status/status_nocheck": ratio("status", "status_nocheck"),
             "status_reap/status": ratio("status_reap", "status"),
+            "status_ja/status": ratio("status_ja", "status"),
         },
         "jobs_running_after": running_after,
         "fragment_after": fragment_after,

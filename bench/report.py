@@ -137,6 +137,16 @@ def render(r: dict) -> str:
             "(design avoids it)",
             None,
         )
+        ja = _get(rat, "status_ja/status", "median")
+        row(
+            "1e",
+            "status fragment from Japanese sessions vs English ones, req/s",
+            _n(_get(ep, "status_ja", "rps_median"), 0),
+            f"English {_n(st, 0)}",
+            _n(ja, 2, "x"),
+            ">= 0.95x",
+            _ok(ja, lambda v: v >= 0.95),
+        )
     po = r.get("poll_open", {})
     if "error" in po:
         row("2", "poll path, open loop", po["error"], "", "", "", None)
