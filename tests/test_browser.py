@@ -9,6 +9,7 @@ import pytest
 import requests
 from axe_playwright_python.sync_playwright import Axe
 
+from app.assessment.analysis import LAYERS
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.browser
@@ -192,10 +193,10 @@ def test_the_journey_in_japanese(page, live):
 
     page.wait_for_selector('#job-status[data-status="running"]')
     # A function, not an expression string, which the page's CSP would refuse to eval().
-    page.wait_for_function(
-        "() => document.querySelector('#job-status .step')?.textContent.includes('件目')"
-    )
-    assert "ハザードデータを取得しました" in page.locator("#job-status .step").inner_text()
+    page.wait_for_selector('#job-status .layer-ticks li[data-done="yes"]')
+    assert "ハザードデータを取得しています" in page.locator("#job-status .step").inner_text()
+    ticks = page.locator("#job-status .layer-ticks").inner_text()
+    assert all(name in ticks for name in (layer.name_ja for layer in LAYERS)), ticks
     shot(page, "job-running-ja")
 
     page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
