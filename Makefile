@@ -42,7 +42,7 @@ test: $(VENV)/.installed translations chromium
 # Not part of `make test`: the kill-a-random-process trials of tests/test_cluster.py, many
 # times over (CHAOS_TRIALS, default 20), on 127.0.0.1 only, stopped after 20 minutes at most.
 CHAOS_TRIALS ?= 20
-chaos: $(VENV)/.installed
+chaos: $(VENV)/.installed translations
 	CHAOS_TRIALS=$(CHAOS_TRIALS) timeout 1200 $(BIN)/python -m pytest -q tests/test_cluster.py \
 		-k killing $(PYTEST_ARGS)
 
@@ -60,7 +60,7 @@ chromium:
 
 # Benchmarks (not part of `make test`): bench-only Python packages, wrk from Debian when
 # missing and we are root, then every benchmark; results in bench/RESULTS.md (~7 min).
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed translations
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && \
 		{ apt-get update -qq && apt-get install -y -qq wrk; } || \

@@ -20,8 +20,18 @@ median over rounds is reported.
 import argparse
 import json
 
+import requests
+
 from . import wrk
-from .common import Database, Server, count_running, log, median, users_with_running_jobs
+from .common import (
+    USER_AGENT,
+    Database,
+    Server,
+    count_running,
+    log,
+    median,
+    users_with_running_jobs,
+)
 
 ENDPOINTS = ("constant", "select1", "status", "status_nocheck", "status_reap", "status_ja")
 
@@ -60,9 +70,11 @@ def run(
         lines = {ep: [(paths(u)[ep], cookie(ep, u)) for u in users] for ep in ENDPOINTS}
         skipped = {}
         for ep in ENDPOINTS:  # every endpoint answers 200 before it is measured
-            r = users[0].http.get(
+            # Outside the user's requests.Session, whose own cookie jar would win.
+            r = requests.get(
                 server.url + lines[ep][0][0],
-                headers={"HX-Request": "true", "Cookie": lines[ep][0][1]},
+                headers={"HX-Request": "true", "Cookie": lines[ep][0][1], "User-Agent": USER_AGENT},
+                timeout=10,
             )
             if ep == "status_ja" and "ポイント" not in r.text:
                 raise RuntimeError(f"status_ja did not answer in Japanese: {r.text[:300]}")

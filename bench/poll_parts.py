@@ -133,7 +133,15 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
                 "SELECT id, email, role, point_balance FROM users WHERE id = %s", (uid,)
             ).fetchone()
 
-        params = {"id": job_id, "user": uid, "lease": 3600.0, "deadline": 7200.0, "late": 25.0}
+        # A new user's session generation is 0.
+        params = {
+            "id": job_id,
+            "user": uid,
+            "lease": 3600.0,
+            "deadline": 7200.0,
+            "late": 25.0,
+            "gen": 0,
+        }
 
         def view_sql_session() -> None:
             sa.session.execute(views.VIEW_SQL, params).first()
@@ -154,7 +162,9 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
             raw.execute(raw_view, params).fetchone()
 
         def view_sql_raw_nocheck() -> None:
-            raw.execute(raw_view_nocheck, {"id": job_id, "user": uid, "late": 25.0}).fetchone()
+            raw.execute(
+                raw_view_nocheck, {"id": job_id, "user": uid, "late": 25.0, "gen": 0}
+            ).fetchone()
 
         out["pool_checkout_pre_ping_ms"] = _best_ms(pool_checkout, n, repeats)
         out["pool_checkout_no_ping_ms"] = _best_ms(pool_checkout_noping, n, repeats)
