@@ -26,7 +26,15 @@ import requests
 
 from tests.dbproxy import DbProxy
 
-from .common import Database, Server, User, log, parse_fragment, run_alone, wait_until
+from .common import (
+    Database,
+    Server,
+    User,
+    log,
+    parse_fragment,
+    run_alone,
+    users_with_running_jobs,
+)
 
 LEASE = 3.0
 HEARTBEAT = 1.0
@@ -102,24 +110,7 @@ def trial(db: Database, n_jobs: int, down_s: float, work_s: float, tag: str) -> 
     )
     try:
         server.start()
-        users = [User(server, f"{tag}{i}@bench.example").signup() for i in range(n_jobs)]
-        for user in users:
-            r = user.submit()
-            if r.status_code != 303:
-                raise RuntimeError(f"submit for {user.email}: {r.status_code} {r.text[:300]}")
-        ids = [str(u.job_id) for u in users]
-        wait_until(
-            lambda: (
-                db.scalar(
-                    "SELECT count(*) FROM assessment_jobs"
-                    " WHERE status = 'running' AND id = ANY(%s::uuid[])",
-                    (ids,),
-                )
-                == n_jobs
-            ),
-            timeout=30,
-            what=f"{n_jobs} jobs running",
-        )
+        users = users_with_running_jobs(server, db, n_jobs, tag)
         log_before = server.log_path.stat().st_size
         stop = threading.Event()
         t0 = time.monotonic()
@@ -144,7 +135,7 @@ def trial(db: Database, n_jobs: int, down_s: float, work_s: float, tag: str) -> 
         " (SELECT count(*) FROM point_ledger r JOIN point_ledger c ON r.refund_of = c.id"
         "   WHERE c.job_id = j.id AND r.kind = 'refund')"
         " FROM assessment_jobs j WHERE j.id = ANY(%s::uuid[])",
-        (ids,),
+        ([str(u.job_id) for u in users],),
     )
     after = [w.settled_at - back for w in watchers if w.settled_at is not None]
     during = [code for w in watchers for at, code in w.answers if at < back]
