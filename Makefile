@@ -24,7 +24,7 @@ translations: $(MO)
 messages: $(VENV)/.installed
 	$(BIN)/pybabel -q extract -F babel.cfg -k _l -k N_ --sort-output --no-location \
 		--omit-header -o translations/messages.pot .
-	$(BIN)/pybabel -q update -i translations/messages.pot -d translations --no-fuzzy-matching
+	$(BIN)/pybabel -q update -w 100 -i translations/messages.pot -d translations --no-fuzzy-matching
 
 # gunicorn.conf.py starts the embedded PostgreSQL when DATABASE_URL is unset
 # and applies the migrations before the worker starts.

@@ -297,6 +297,8 @@ def test_a_japanese_reader_meets_no_english_on_any_page(make_app, sql):
         "/account",
         f"/assessments/{job_id}",
         "/support",
+        "/support/ops",
+        "/support/ops/live",
         "/nope",
     ):
         pages[path] = client.get(path)
@@ -304,7 +306,7 @@ def test_a_japanese_reader_meets_no_english_on_any_page(make_app, sql):
     pages["not found"] = actions.submit("存在しない村")
     for name, response in pages.items():
         html = response.get_data(as_text=True)
-        assert '<html lang="ja">' in html, name
+        assert name == "/support/ops/live" or '<html lang="ja">' in html, name
         assert english_words(html) == [], (name, english_words(html))
 
 
@@ -327,3 +329,30 @@ def test_superseded_places_postal_codes_and_the_login_brake_in_japanese(app, cli
     minutes = math.ceil(int(braked.headers["Retry-After"]) / 60)
     braked = braked.get_data(as_text=True)
     assert "失敗した試行が多すぎます" in braked and f"{minutes}分後に" in braked
+
+
+def test_the_outage_page_and_the_drain_line_in_japanese(app):
+    with app.test_request_context(headers={"Accept-Language": "ja"}):
+        outage = app.jinja_env.get_template("unavailable.html").render(retry_after=2)
+        job = JobView(
+            id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+            status="running",
+            billing=Billing.PENDING,
+            settled=False,
+            late=False,
+            message="",
+            step="Starting",
+            progress=5,
+            query_text="札幌市",
+            lang="ja",
+            area=None,
+            elapsed=1.0,
+            balance=2,
+        )
+        status = app.jinja_env.get_template("partials/_job_status.html").render(
+            job=job, report=None, oob=True, config=app.config, draining=lambda: True
+        )
+    assert '<html lang="ja">' in outage and "まもなく復旧します" in outage
+    assert "再起動の前に処理を完了させています" in status
+    for html in (outage, status):
+        assert english_words(html) == [], english_words(html)

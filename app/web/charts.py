@@ -4,8 +4,13 @@ No script and no style attributes (a strict CSP is coming): each bar is a <rect>
 its series as a class, coloured by static/css/app.css.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from babel.dates import format_skeleton
+from flask_babel import format_number, get_locale, get_timezone, gettext
 
 WIDTH = 600
 HEIGHT = 200
@@ -33,8 +38,11 @@ class Chart:
     baseline: float  # the y of the bars' foot, above the labels
 
 
-def stacked_hours(rows: list[dict[str, Any]], series: tuple[str, ...]) -> Chart:
-    """Lay out one stacked bar per hour, the series bottom-up, scaled to the busiest hour."""
+def stacked_hours(rows: list[dict[str, Any]], series: Mapping[str, str]) -> Chart:
+    """Lay out one stacked bar per hour, the series bottom-up, scaled to the busiest hour.
+
+    `series` maps each row key to its name in the reader's language, for the bars' titles.
+    """
     peak = max((sum(row[s] for s in series) for row in rows), default=0)
     slot = WIDTH / max(len(rows), 1)
     gap = min(1.0, slot * 0.2)
@@ -47,16 +55,27 @@ def stacked_hours(rows: list[dict[str, Any]], series: tuple[str, ...]) -> Chart:
                 continue
             h = plot * row[s] / peak
             base -= h
-            when = row["hour"].strftime("%m-%d %H:00")
+            label = gettext(
+                "%(day)s %(time)s: %(num)s %(outcome)s",
+                day=_local(row["hour"], "Md"),
+                time=_local(row["hour"], "Hm"),
+                num=format_number(row[s]),
+                outcome=series[s],
+            )
             bars.append(
                 Bar(round(i * slot, 2), round(base, 2), round(slot - gap, 2), round(h, 2), s,
-                    f"{when} UTC: {row[s]} {s}")
+                    label)
             )  # fmt: skip
     step = max(1, len(rows) // 4)  # about four labels: readable on a phone
     ticks = [
-        (round(i * slot, 2), row["hour"].strftime("%H:00" if len(rows) <= 24 else "%m-%d"))
+        (round(i * slot, 2), _local(row["hour"], "Hm" if len(rows) <= 24 else "Md"))
         for i, row in enumerate(rows)
         if i % step == 0
     ]
     total = sum(row[s] for row in rows for s in series)
     return Chart(WIDTH, HEIGHT, bars, ticks, peak, total, plot)
+
+
+def _local(hour: datetime, skeleton: str) -> str:
+    # In the reader's time zone and the locale's own order: "11/30 14:00", "14:00".
+    return format_skeleton(skeleton, hour, tzinfo=get_timezone(), locale=get_locale())

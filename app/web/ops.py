@@ -5,6 +5,7 @@ import ipaddress
 import os
 
 from flask import Blueprint, Flask, Response, abort, current_app, render_template, request
+from flask_babel import lazy_gettext as _l
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -21,6 +22,8 @@ SUBMIT_ENDPOINT = "assessments.create"
 
 
 SERIES = ("succeeded", "interrupted", "failed")
+# The outcomes' names as the legend and the bars' titles say them (keys stay CSS classes).
+OUTCOMES = {"succeeded": _l("succeeded"), "interrupted": _l("interrupted"), "failed": _l("failed")}
 REFRESH_SECONDS = 10
 
 
@@ -42,8 +45,8 @@ def _numbers() -> dict:
     alerts.kick()  # while someone watches, an alert whose post failed is tried again
     numbers = stats.overview()
     for key in ("day", "week"):
-        numbers[key]["chart"] = charts.stacked_hours(numbers[key]["hourly"], SERIES)
-    return {**numbers, "series": SERIES, "refresh": REFRESH_SECONDS}
+        numbers[key]["chart"] = charts.stacked_hours(numbers[key]["hourly"], OUTCOMES)
+    return {**numbers, "outcomes": OUTCOMES, "refresh": REFRESH_SECONDS}
 
 
 @bp.get("/metrics")
