@@ -147,6 +147,20 @@ def render(r: dict) -> str:
             ">= 0.95x",
             _ok(ja, lambda v: v >= 0.95),
         )
+    pm = r.get("poll_metrics", {})
+    if "error" in pm:
+        row("1f", "poll latency histogram", pm["error"], "", "", "", None)
+    elif pm:
+        mr = _get(pm, "ratios", "status/status_nometrics", "median")
+        row(
+            "1f",
+            "status fragment with its latency histogram vs without, req/s",
+            _n(_get(pm, "endpoints", "status", "rps_median"), 0),
+            f"no histogram {_n(_get(pm, 'endpoints', 'status_nometrics', 'rps_median'), 0)}",
+            _n(mr, 2, "x"),
+            "within 5 %",
+            _ok(mr, lambda v: v >= 0.95),
+        )
     po = r.get("poll_open", {})
     if "error" in po:
         row("2", "poll path, open loop", po["error"], "", "", "", None)
@@ -506,6 +520,34 @@ def _details(r: dict) -> list[str]:
             "```",
             *prof["summary"].splitlines()[:32],
             "```",
+            "",
+        ]
+    pm = r.get("poll_metrics", {})
+    if pm.get("endpoints"):
+        out += [
+            "### The poll's latency histogram on against off",
+            "",
+            "bench/poll_metrics.py: one gthread worker, 32 users with one running job each"
+            + (", PROMETHEUS_MULTIPROC_DIR set" if pm.get("multiproc") else "")
+            + f"; wrk, {pm['connections']} connections, {pm['rounds']} round(s) of"
+            f" {pm['duration_s']:g} s per endpoint (order rotating). status_nometrics is the"
+            " same poll with the histogram's observe replaced by a no-op (bench/benchapp.py).",
+            "",
+            "| endpoint | req/s (median) | per round | p50 | p99 | errors |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, e in pm["endpoints"].items():
+            per = ", ".join(f"{x['rps']:.0f}" for x in e["rounds"])
+            out.append(
+                f"| {name} | {e['rps_median']:.0f} | {per} | {e['p50_ms_median']:.1f} ms"
+                f" | {e['p99_ms_median']:.1f} ms | {e['errors']} |"
+            )
+        v = pm["ratios"]["status/status_nometrics"]
+        out += [
+            "",
+            f"Ratio status/status_nometrics: median {v['median']:.2f}, per round"
+            f" {', '.join(f'{x:.2f}' for x in v['rounds'])}. Jobs still running after the"
+            f" measurement: {pm.get('jobs_running_after')} of {pm.get('users')}.",
             "",
         ]
     po = r.get("poll_open", {})

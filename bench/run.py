@@ -2,8 +2,8 @@
 
     python -m bench.run [--only poll_closed,poll_open,...] [--quick] [--no-profile]
 
-Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, outage, submit,
-memory, places, scale.
+Benchmarks: singleflight, poll_closed, poll_parts, poll_open, poll_metrics, recovery,
+outage, submit, memory, places, scale.
 Every figure is reported beside a baseline measured in the same run, as a ratio. The raw
 numbers go to bench/logs/results.json, server logs to bench/logs/*.log.
 """
@@ -29,6 +29,7 @@ ALL = (
     "poll_closed",
     "poll_parts",
     "poll_open",
+    "poll_metrics",
     "recovery",
     "outage",
     "submit",
@@ -164,6 +165,12 @@ def _run_one(name: str, db: Database, quick: bool) -> dict:
         from . import poll_open
 
         return poll_open.run(db, duration=10 if quick else 30, warmup=3 if quick else 5)
+    if name == "poll_metrics":
+        from . import poll_metrics
+
+        if not wrk.available():
+            return {"error": "wrk is not installed (apt-get install wrk)"}
+        return poll_metrics.run(db, rounds=1 if quick else 4, duration=3 if quick else 5)
     if name == "recovery":
         from . import recovery
 

@@ -2,7 +2,9 @@
 
 The worker holds the same Runner as a web process, used only for its bookkeeping: the
 jobs it runs get the runner's heartbeat and stop signal, and on SIGTERM or SIGINT the
-runner fails and settles them (INTERRUPTED, refunded) before the process exits.
+runner fails and settles them (INTERRUPTED, refunded) before the process exits. With
+DRAIN_SECONDS set, the worker first takes nothing more from the queue and lets its
+running jobs finish for up to that long, as a web process does.
 """
 
 import asyncio
@@ -34,11 +36,13 @@ KEEP_QUEUED_SQL = text(
 
 
 def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
-    """Run jobs from the queue until told to stop; settle the running ones, then exit."""
+    """Run jobs from the queue until told to stop; drain, settle the rest, then exit."""
     queue = queue_app(app)
     runner: Runner = app.extensions["runner"]
+    drain_seconds = app.config["DRAIN_SECONDS"]
     stopping = threading.Event()
-    settled = threading.Thread(target=runner.shutdown, name="settle-at-stop")
+    # drain(0) is shutdown(): the running jobs are failed and settled at once.
+    settled = threading.Thread(target=runner.drain, args=(drain_seconds,), name="settle-at-stop")
 
     def keep_queued() -> None:
         while not stopping.wait(app.config["JOB_HEARTBEAT_SECONDS"]):
@@ -55,7 +59,9 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             queues=[QUEUE],
             concurrency=concurrency,
             install_signal_handlers=False,
-            shutdown_graceful_timeout=graceful_seconds,
+            # Our own drain decides when a running job is given up; procrastinate
+            # only waits for it (a sync task cannot be aborted from outside anyway).
+            shutdown_graceful_timeout=drain_seconds + graceful_seconds,
         )
         told = asyncio.Event()
 
@@ -63,9 +69,12 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             if stopping.is_set():
                 return
             stopping.set()
-            log.warning("stopping: settling this worker's jobs, then exiting")
-            worker.stop()  # fetch nothing more
-            settled.start()  # off the event loop: it waits on the database
+            log.warning(
+                "stopping: taking no more jobs; running ones get %g s, then are settled",
+                drain_seconds,
+            )
+            worker.stop()  # fetch nothing more: queued jobs stay queued for other workers
+            settled.start()  # off the event loop: it waits on the jobs and the database
             told.set()
 
         loop = asyncio.get_running_loop()
