@@ -34,7 +34,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
+class Process:
+    """A child process of the test whose output goes to its log file."""
+
+    log_path: Path
+    env: dict[str, str]
+    proc: subprocess.Popen | None = None
+
+    def spawn(self, argv: list[str]) -> None:
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.log.close()
+
+
+class Server(Process):
     """gunicorn -c gunicorn.conf.py wsgi:app on a free port, against the test database."""
 
     def __init__(self, database_url: str, log_path: Path, port: int | None = None, **env: str):
@@ -51,14 +76,7 @@ class Server:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Server":
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        self.spawn([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"])
         self.wait_ready()
         return self
 
@@ -78,17 +96,6 @@ class Server:
 
     def worker_pid(self) -> int:
         return requests.get(self.url + "/healthz", timeout=2).json()["pid"]
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.log.close()
 
 
 class User:
@@ -126,7 +133,7 @@ class User:
         return status, billing, "hx-trigger" not in html, html
 
 
-class Worker:
+class Worker(Process):
     """flask --app wsgi worker: a procrastinate worker process against the test database."""
 
     def __init__(self, database_url: str, log_path: Path, **env: str):
@@ -145,28 +152,10 @@ class Worker:
         return self.proc.pid
 
     def start(self, timeout: float = 30) -> "Worker":
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [str(BIN / "flask"), "--app", "wsgi", "worker"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        self.spawn([str(BIN / "flask"), "--app", "wsgi", "worker"])
         deadline = time.monotonic() + timeout
         while b"Starting worker on" not in self.log_path.read_bytes():
             assert self.proc.poll() is None, f"the worker exited; see {self.log_path}"
             assert time.monotonic() < deadline, f"worker not ready; see {self.log_path}"
             time.sleep(0.05)
         return self
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.log.close()

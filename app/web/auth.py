@@ -212,9 +212,14 @@ def too_many_attempts(exc: RateLimitExceeded):
 @login_required
 def logout():
     """Sign out on every device (CSRFProtect has checked the form's token)."""
+    return _sign_out(_("You are signed out."))
+
+
+def _sign_out(message: str):
+    # One session generation per user: ending this session ends them all.
     accounts.end_sessions(current_user.id)
     logout_user()
-    flash(_("You are signed out."), "info")
+    flash(message, "info")
     return redirect(url_for("auth.login"), 303)
 
 
@@ -247,7 +252,4 @@ def preferences_form() -> PreferencesForm:
 @login_required
 def logout_everywhere():
     """Revoke every session of the user, this one included."""
-    accounts.end_sessions(current_user.id)
-    logout_user()
-    flash(_("You are signed out on every device."), "info")
-    return redirect(url_for("auth.login"), 303)
+    return _sign_out(_("You are signed out on every device."))
