@@ -226,6 +226,19 @@ def test_password_guessing_is_braked_per_account_and_address(app, client, action
     assert guesser.login("target@example.com", "x").status_code == 429
 
 
+def test_the_wait_named_is_never_longer_than_the_window(make_app):
+    # A second attempt in the same clock second as the first failure is where a wait
+    # rounded up to the next whole second would read 901 s, "16 minutes", of a 15-minute brake.
+    app = make_app(LOGIN_RATE_LIMIT="1 per 15 minutes")
+    for host in range(1, 6):
+        guesser = from_address(app, f"203.0.113.{100 + host}")
+        assert guesser.login("someone@example.com", "guess").status_code == 400
+        braked = guesser.login("someone@example.com", "guess")
+        wait = int(braked.headers["Retry-After"])
+        assert braked.status_code == 429 and 14 * 60 < wait <= 15 * 60, wait
+        assert "Try again in 15 minutes." in braked.get_data(as_text=True)
+
+
 def test_a_user_who_types_it_right_is_never_held(client, actions):
     actions.signup("regular@example.com")
     for _ in range(15):

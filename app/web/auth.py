@@ -197,7 +197,9 @@ def login():
 def too_many_attempts(exc: RateLimitExceeded):
     """Say when to try again, on the page and in Retry-After."""
     limit = limiter.current_limit
-    wait = max(1, math.ceil(limit.reset_at - time.time())) if limit else 60
+    # The window's exact end: the library's reset_at is rounded up to the next whole second,
+    # which can name a wait one second longer than the window itself (901 s of a 15-minute one).
+    wait = max(1, math.ceil(limit.window.reset_time - time.time())) if limit else 60
     minutes = math.ceil(wait / 60)
     message = ngettext(
         "Too many failed attempts. Nothing was changed. Try again in %(num)d minute.",
