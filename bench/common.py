@@ -82,11 +82,18 @@ def server_url() -> str:
 
 
 class Database:
-    """A fresh database `bench_<pid>` on the server, dropped by close()."""
+    """A fresh database `bench_<pid>` on the server, dropped by close(); or, given a URL,
+    that existing database, which close() leaves alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, existing: str | None = None) -> None:
         from sqlalchemy.engine import make_url
 
+        self.created = existing is None
+        if existing:
+            self.url = self.admin = existing
+            self.name = make_url(existing).database
+            self.version = self.scalar("SHOW server_version")
+            return
         base = make_url(server_url())
         self.name = f"bench_{os.getpid()}"
         self.admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -121,6 +128,8 @@ class Database:
                 )
 
     def close(self) -> None:
+        if not self.created:
+            return
         with psycopg.connect(self.admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 

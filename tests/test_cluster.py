@@ -52,7 +52,7 @@ def test_a_job_runs_on_either_executor_with_two_gunicorn_workers(
     assert ledger_check(database_url).returncode == 0
 
 
-# make chaos runs many more trials (CHAOS_TRIALS); make test runs four.
+# make test runs four trials; CHAOS_TRIALS=N runs more (make chaos is the long version).
 TRIALS = int(os.environ.get("CHAOS_TRIALS", "4"))
 
 
