@@ -159,6 +159,34 @@ def test_sigterm_settles_a_workers_jobs_before_it_exits(live, live_worker, sql, 
     assert ledger_check(database_url).returncode == 0
 
 
+def test_a_dead_workers_task_is_recorded_failed_and_never_run_again(
+    live, live_worker, sql, database_url
+):
+    server = live(**QUEUE)
+    doomed = live_worker(ASSESSMENT_WORK_SECONDS="30")
+    user = User(server)
+    user.signup("stalled@example.com")
+    job_id = job_id_of(user.submit())
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
+
+    doomed.stop(signal.SIGKILL)
+    assert poll_until_settled(user, job_id)[:2] == ("failed", "refunded")
+    assert sql("SELECT status FROM procrastinate_jobs") == [("doing",)]  # nobody left to end it
+    live_worker()
+
+    # Three leases after the dead worker's last heartbeat, the next worker ends its task.
+    wait_for(
+        lambda: sql("SELECT status, attempts FROM procrastinate_jobs") == [("failed", 1)],
+        timeout=LEASE * 6 + 5,
+    )
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
+        ("consume",),
+        ("refund",),
+    ]
+    assert sql("SELECT status, error_code FROM assessment_jobs") == [("failed", "INTERRUPTED")]
+    assert ledger_check(database_url).returncode == 0
+
+
 def submit_all(users) -> list[int]:
     """Submit for every user at the same moment; return the status codes."""
     codes: list[int] = []

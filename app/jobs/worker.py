@@ -17,6 +17,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import Flask
+from procrastinate.jobs import Status
 from procrastinate.worker import Worker
 from sqlalchemy import text
 
@@ -35,11 +36,40 @@ KEEP_QUEUED_SQL = text(
 )
 
 
+# A worker not heard from for this many leases is dead: its job rows were reaped and
+# refunded a lease after their last heartbeat, long before.
+STALLED_LEASES = 3
+
+
+async def close_stalled(queue, after_seconds: float) -> int:
+    """Record as failed the tasks that a dead worker left `doing`; return how many.
+
+    procrastinate never re-runs them (retries are off) and never ends them either, so
+    without this they would read `doing` for ever in procrastinate_jobs. Their jobs are
+    already settled by the reaper; this only makes the queue's own rows say so.
+    """
+    manager = queue.job_manager
+    closed = 0
+    stalled = await manager.get_stalled_jobs(
+        queue=QUEUE, task_name=TASK_NAME, seconds_since_heartbeat=after_seconds
+    )
+    for job in stalled:
+        try:
+            await manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
+        except Exception:  # noqa: BLE001 - another worker closed it first
+            log.debug("stalled task %s was closed elsewhere", job.id)
+            continue
+        closed += 1
+        log.warning("task %s of a dead worker recorded as failed, not re-run", job.id)
+    return closed
+
+
 def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
     """Run jobs from the queue until told to stop; drain, settle the rest, then exit."""
     queue = queue_app(app)
     runner: Runner = app.extensions["runner"]
     drain_seconds = app.config["DRAIN_SECONDS"]
+    stalled_after = STALLED_LEASES * app.config["JOB_LEASE_SECONDS"]
     stopping = threading.Event()
     # drain(0) is shutdown(): the running jobs are failed and settled at once.
     settled = threading.Thread(target=runner.drain, args=(drain_seconds,), name="settle-at-stop")
@@ -62,8 +92,18 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             # Our own drain decides when a running job is given up; procrastinate
             # only waits for it (a sync task cannot be aborted from outside anyway).
             shutdown_graceful_timeout=drain_seconds + graceful_seconds,
+            update_heartbeat_interval=app.config["JOB_HEARTBEAT_SECONDS"],
+            stalled_worker_timeout=stalled_after,
         )
         told = asyncio.Event()
+
+        async def closing() -> None:
+            while not stopping.is_set():
+                try:
+                    await close_stalled(queue, stalled_after)
+                except Exception:  # noqa: BLE001 - tidying only: tried again next lease
+                    log.exception("could not close the tasks of dead workers")
+                await asyncio.sleep(app.config["JOB_LEASE_SECONDS"])
 
         def stop() -> None:
             if stopping.is_set():
@@ -88,9 +128,11 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             loop.add_signal_handler(sig, stop)
         async with queue.open_async():
             running = asyncio.create_task(worker.run())
+            tidying = asyncio.create_task(closing())
             await asyncio.wait(
                 [running, asyncio.create_task(told.wait())], return_when=asyncio.FIRST_COMPLETED
             )
+            tidying.cancel()
             if running.done():
                 running.result()
                 return
