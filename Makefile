@@ -41,11 +41,13 @@ test: $(VENV)/.installed translations chromium
 
 # Not part of `make test`: two web instances and two queue workers killed CHAOS_KILLS times
 # (SIGKILLs and failpoints) under paid work, then every job and balance checked against the
-# ledger; on 127.0.0.1 only, stopped after CHAOS_MINUTES at most. Writes bench/CHAOS.md.
+# ledger; on 127.0.0.1 only, stopped after CHAOS_MINUTES (whole minutes) at most. Writes
+# bench/CHAOS.md.
 CHAOS_KILLS ?= 1000
 CHAOS_MINUTES ?= 40
 chaos: $(VENV)/.installed translations
-	timeout $$(( ($(CHAOS_MINUTES) + 10) * 60 )) $(BIN)/python -m bench.chaos --kills $(CHAOS_KILLS) --minutes $(CHAOS_MINUTES) $(CHAOS_ARGS)
+	timeout $$(( ($(CHAOS_MINUTES) + 10) * 60 )) $(BIN)/python -m bench.chaos \
+		--kills $(CHAOS_KILLS) --minutes $(CHAOS_MINUTES) $(CHAOS_ARGS)
 
 # Browser tests drive Debian's chromium (never Playwright's own download), with a Japanese
 # font so reports render in screenshots. As root they are installed when missing;

@@ -82,14 +82,13 @@ def server_url() -> str:
 
 
 class Database:
-    """A fresh database `bench_<pid>` on the server, dropped by close(); or, given a URL,
-    that existing database, which close() leaves alone."""
+    """A fresh database `bench_<pid>` dropped by close(), or an existing one left alone."""
 
     def __init__(self, existing: str | None = None) -> None:
         from sqlalchemy.engine import make_url
 
         self.created = existing is None
-        if existing:
+        if existing is not None:
             self.url = self.admin = existing
             self.name = make_url(existing).database
             self.version = self.scalar("SHOW server_version")
@@ -270,9 +269,11 @@ class User:
         return "; ".join(f"{c.name}={c.value}" for c in http.cookies)
 
     def submit(self, query: str = PLACE, lang: str = "en") -> requests.Response:
+        # confirm=yes: a bench user asks for the same place again on purpose, where the
+        # form would first point a person to the report they already paid for (409).
         r = self.http.post(
             self.server.url + "/assessments",
-            data={"query": query, "lang": lang, "csrf_token": self.csrf()},
+            data={"query": query, "lang": lang, "confirm": "yes", "csrf_token": self.csrf()},
             allow_redirects=False,
             timeout=30,
         )

@@ -189,7 +189,7 @@ def ours(server: Server, db: Database, n: int, warmup: int, floor: bool = False)
         form = {"user": str(db.scalar("SELECT id FROM users WHERE email = %s", (user.email,)))}
     else:
         path = "/assessments"
-        form = {"query": PLACE, "lang": "en", "csrf_token": user.csrf()}
+        form = {"query": PLACE, "lang": "en", "confirm": "yes", "csrf_token": user.csrf()}
     post_to_running, post_to_insert, insert_to_running, response = [], [], [], []
     statuses: dict[str, int] = {}
     with db.connect() as conn:

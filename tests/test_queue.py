@@ -78,3 +78,22 @@ def test_a_task_whose_job_is_settled_does_nothing(make_app, sql):
     assert sql("SELECT status, error_code FROM assessment_jobs") == [("failed", "INTERRUPTED")]
     assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
     assert sql("SELECT point_balance FROM users") == [(3,)]
+
+
+def test_only_a_task_whose_job_settled_a_grace_ago_is_ended_with_its_outcome(make_app, sql):
+    from app.jobs import worker
+
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    sql("UPDATE procrastinate_jobs SET status = 'doing'")  # taken by a worker that then died
+    with app.app_context():
+        # Its job still pending or running (a draining worker's, a slow one's): left alone.
+        assert worker.close_settled_tasks(0) == 0
+        procrastinate_executor.run_task(app, str(job_id))  # the job succeeds; the task did not end
+        assert worker.close_settled_tasks(60) == 0  # settled only now: its worker may yet end it
+        sql("UPDATE assessment_jobs SET finished_at = finished_at - interval '61 seconds'")
+        assert worker.close_settled_tasks(60) == 1
+        assert worker.close_settled_tasks(60) == 0  # once
+
+    assert sql("SELECT status, attempts FROM procrastinate_jobs") == [("succeeded", 1)]
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]

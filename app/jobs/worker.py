@@ -17,7 +17,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import Flask
-from procrastinate.jobs import Status
 from procrastinate.worker import Worker
 from sqlalchemy import text
 
@@ -35,33 +34,34 @@ KEEP_QUEUED_SQL = text(
     " AND j.id = (q.args->>'job_id')::uuid"
 )
 
+# A task still `doing` although its job was settled `grace` seconds ago belongs to a
+# worker that died between the two (SIGKILL, a lost machine): procrastinate never re-runs
+# it (retries are off) and never ends it, so it would read `doing` for ever. The job row
+# decides, not procrastinate's worker heartbeat: a draining or slow worker's task is
+# never closed while its job runs. The task gets its job's outcome. SKIP LOCKED and the
+# status re-check let several workers close concurrently, each task once.
+CLOSE_SETTLED_TASKS_SQL = text(
+    "WITH done AS ("
+    " SELECT q.id, CASE j.status WHEN 'succeeded' THEN 'succeeded' ELSE 'failed' END AS outcome"
+    " FROM procrastinate_jobs q JOIN assessment_jobs j ON j.id = (q.args->>'job_id')::uuid"
+    " WHERE q.task_name = :task AND q.status = 'doing'"
+    " AND (j.status = 'succeeded' OR (j.status = 'failed' AND j.finalized_at IS NOT NULL))"
+    " AND greatest(j.finished_at, j.finalized_at) < now() - make_interval(secs => :grace)"
+    " ORDER BY q.id LIMIT 100 FOR UPDATE OF q SKIP LOCKED)"
+    " SELECT id, outcome, procrastinate_finish_job_v1(id, outcome::procrastinate_job_status, false)"
+    " FROM done"
+)
 
-# A worker not heard from for this many leases is dead: its job rows were reaped and
-# refunded a lease after their last heartbeat, long before.
-STALLED_LEASES = 3
 
-
-async def close_stalled(queue, after_seconds: float) -> int:
-    """Record as failed the tasks that a dead worker left `doing`; return how many.
-
-    procrastinate never re-runs them (retries are off) and never ends them either, so
-    without this they would read `doing` for ever in procrastinate_jobs. Their jobs are
-    already settled by the reaper; this only makes the queue's own rows say so.
-    """
-    manager = queue.job_manager
-    closed = 0
-    stalled = await manager.get_stalled_jobs(
-        queue=QUEUE, task_name=TASK_NAME, seconds_since_heartbeat=after_seconds
-    )
-    for job in stalled:
-        try:
-            await manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
-        except Exception:  # noqa: BLE001 - another worker closed it first
-            log.debug("stalled task %s was closed elsewhere", job.id)
-            continue
-        closed += 1
-        log.warning("task %s of a dead worker recorded as failed, not re-run", job.id)
-    return closed
+def close_settled_tasks(grace_seconds: float) -> int:
+    """End the tasks that dead workers left `doing` after their jobs settled; count them."""
+    rows = db.session.execute(
+        CLOSE_SETTLED_TASKS_SQL, {"task": TASK_NAME, "grace": grace_seconds}
+    ).all()
+    db.session.commit()
+    for task_id, outcome, _ in rows:
+        log.warning("task %s of a dead worker recorded as %s, not run again", task_id, outcome)
+    return len(rows)
 
 
 def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
@@ -69,10 +69,12 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
     queue = queue_app(app)
     runner: Runner = app.extensions["runner"]
     drain_seconds = app.config["DRAIN_SECONDS"]
-    stalled_after = STALLED_LEASES * app.config["JOB_LEASE_SECONDS"]
     stopping = threading.Event()
     # drain(0) is shutdown(): the running jobs are failed and settled at once.
     settled = threading.Thread(target=runner.drain, args=(drain_seconds,), name="settle-at-stop")
+
+    # A live worker ends its own task within a drain and a grace of its job settling.
+    task_grace = app.config["JOB_LEASE_SECONDS"] + drain_seconds + graceful_seconds
 
     def keep_queued() -> None:
         while not stopping.wait(app.config["JOB_HEARTBEAT_SECONDS"]):
@@ -80,6 +82,7 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
                 with app.app_context():
                     db.session.execute(KEEP_QUEUED_SQL, {"task": TASK_NAME})
                     db.session.commit()
+                    close_settled_tasks(task_grace)
             except Exception:  # noqa: BLE001 - a missed beat is retried; the lease covers it
                 log.exception("could not keep queued jobs fresh")
 
@@ -92,18 +95,8 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             # Our own drain decides when a running job is given up; procrastinate
             # only waits for it (a sync task cannot be aborted from outside anyway).
             shutdown_graceful_timeout=drain_seconds + graceful_seconds,
-            update_heartbeat_interval=app.config["JOB_HEARTBEAT_SECONDS"],
-            stalled_worker_timeout=stalled_after,
         )
         told = asyncio.Event()
-
-        async def closing() -> None:
-            while not stopping.is_set():
-                try:
-                    await close_stalled(queue, stalled_after)
-                except Exception:  # noqa: BLE001 - tidying only: tried again next lease
-                    log.exception("could not close the tasks of dead workers")
-                await asyncio.sleep(app.config["JOB_LEASE_SECONDS"])
 
         def stop() -> None:
             if stopping.is_set():
@@ -128,11 +121,9 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             loop.add_signal_handler(sig, stop)
         async with queue.open_async():
             running = asyncio.create_task(worker.run())
-            tidying = asyncio.create_task(closing())
             await asyncio.wait(
                 [running, asyncio.create_task(told.wait())], return_when=asyncio.FIRST_COMPLETED
             )
-            tidying.cancel()
             if running.done():
                 running.result()
                 return

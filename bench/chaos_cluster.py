@@ -1,0 +1,281 @@
+"""The cluster that `make chaos` kills: two web instances, two queue workers, and the killer.
+
+Each slot (web1, web2, worker1, worker2) holds one process at a time. The killer SIGKILLs
+a whole web instance (master and worker), a web instance's worker alone (its master
+starts another) or a queue worker, only while the other slot of its kind is up and
+unarmed; the slot comes back, half the time armed with a failpoint that SIGKILLs the
+process itself at a named step of the job's life. A process that dies unarmed and
+unkilled is a fault of the product, and says so.
+"""
+
+import collections
+import os
+import random
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import requests
+
+from .common import BIN, ROOT, Server, log
+
+LEASE, HEARTBEAT, POLL, WORK, SWEEP = 2.0, 0.4, 0.5, 1.0, 1.0
+SIGNUP_POINTS = 100_000
+ENV = {
+    "JOB_EXECUTOR": "procrastinate",
+    "JOB_LEASE_SECONDS": str(LEASE),
+    "JOB_HEARTBEAT_SECONDS": str(HEARTBEAT),
+    "POLL_INTERVAL_SECONDS": str(POLL),
+    "SWEEP_INTERVAL_SECONDS": str(SWEEP),
+    "ASSESSMENT_WORK_SECONDS": str(WORK),
+    "MAX_CONCURRENT_JOBS": "8",
+    "MAX_QUEUED_JOBS": "64",
+    "SIGNUP_POINTS": str(SIGNUP_POINTS),
+}
+# Where each kind of process passes a failpoint (app/failpoints.py names them all).
+FAILPOINTS = {
+    "web": ("after_insert", "after_reap", "before_refund", "consume_lookup"),
+    "worker": ("after_running", "after_consume", "before_success", "before_refund"),
+}
+ARMED_SHARE = 0.5  # of restarted processes, how many come back with a failpoint
+START_TIMEOUT = 90.0
+
+
+class Slot:
+    """One place in the cluster and the process that holds it now."""
+
+    def __init__(self, kind: str, name: str, db_url: str, logs: Path):
+        self.kind, self.name, self.db_url, self.logs = kind, name, db_url, logs
+        self.generation = 0
+        self.armed: str | None = None
+        self.ready = False
+        self.server: Server | None = None  # a web slot's gunicorn
+        self.proc: subprocess.Popen | None = None  # a worker slot's `flask worker`
+        self.lock = threading.Lock()
+
+    def start(self, armed: str | None) -> None:
+        """Start a new process in this slot, with FAILPOINTS set to armed=kill if given."""
+        self.generation += 1
+        self.armed = armed
+        env = {**ENV, "FAILPOINTS": f"{armed}=kill" if armed else ""}
+        name = f"{self.name}-{self.generation}"
+        if self.kind == "web":
+            self.server = Server(self.db_url, f"{self.logs.name}/{name}", module="wsgi:app", **env)
+            self.server.start(timeout=START_TIMEOUT)
+        else:
+            path = self.logs / f"{name}.log"
+            with open(path, "ab") as out:
+                self.proc = subprocess.Popen(
+                    [str(BIN / "flask"), "--app", "wsgi", "worker"],
+                    cwd=ROOT,
+                    env={
+                        **os.environ,
+                        **env,
+                        "DATABASE_URL": self.db_url,
+                        "SECRET_KEY": "bench-secret",
+                        "PYTHONPATH": str(ROOT),
+                    },
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            deadline = time.monotonic() + START_TIMEOUT
+            while b"Starting worker on" not in path.read_bytes():
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"queue worker did not start; see {path}")
+                time.sleep(0.05)
+        self.ready = True
+
+    def process(self) -> subprocess.Popen | None:
+        return self.server.proc if self.kind == "web" and self.server else self.proc
+
+    def alive(self) -> bool:
+        """Tell whether the slot's process (a web slot's master) still runs."""
+        proc = self.process()
+        return proc is not None and proc.poll() is None
+
+    def url(self) -> str | None:
+        """The web instance's address while it answers, else None."""
+        return self.server.url if self.kind == "web" and self.ready and self.alive() else None
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the slot's process with sig (SIGKILL after 30 s) and wait for it."""
+        self.ready = False
+        if self.kind == "web" and self.server:
+            self.server.stop(sig)
+        elif self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Cluster:
+    """Two web instances and two queue workers, and a killer that keeps them dying."""
+
+    def __init__(self, db_url: str, logs: Path, seed: int, fault: Callable[[str], None]):
+        self.logs = logs
+        self.rng = random.Random(seed)  # the kill schedule; users route with their own
+        self.fault = fault
+        self.slots = [Slot("web", f"web{i}", db_url, logs) for i in (1, 2)] + [
+            Slot("worker", f"worker{i}", db_url, logs) for i in (1, 2)
+        ]
+        self.kills: collections.Counter[str] = collections.Counter()
+        self.stopping = threading.Event()
+        self.helpers: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start every slot, unarmed, side by side."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        starting = [threading.Thread(target=s.start, args=(None,)) for s in self.slots]
+        for thread in starting:
+            thread.start()
+        for thread in starting:
+            thread.join()
+        if not all(s.ready for s in self.slots):
+            raise RuntimeError(f"the cluster did not start; see {self.logs}")
+        threading.Thread(target=self.watch, daemon=True).start()
+
+    def urls(self) -> list[str]:
+        return [url for s in self.slots if (url := s.url())]
+
+    def others(self, slot: Slot) -> list[Slot]:
+        return [s for s in self.slots if s.kind == slot.kind and s is not slot]
+
+    def later(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        with self.lock:
+            self.helpers.append(thread)
+        thread.start()
+
+    def restart(self, slot: Slot) -> None:
+        """Bring a slot back, armed now and then (never both of a kind at once)."""
+        with slot.lock:
+            if self.stopping.is_set():
+                return  # calm() brings every slot back, unarmed
+            slot.stop(signal.SIGKILL)
+            armed = None
+            if self.rng.random() < ARMED_SHARE and not any(o.armed for o in self.others(slot)):
+                armed = self.rng.choice(FAILPOINTS[slot.kind])
+            for _ in range(3):
+                try:
+                    slot.start(armed)
+                    return
+                except RuntimeError as exc:  # a failpoint may kill it while it starts
+                    log(f"restart of {slot.name}: {exc}")
+                    slot.stop(signal.SIGKILL)
+            self.fault(f"{slot.name} could not be restarted")
+
+    def watch(self) -> None:
+        """Bring back the processes that died without the killer: at failpoints, or faults."""
+        while not self.stopping.is_set():
+            for slot in self.slots:
+                if slot.ready and not slot.alive():
+                    slot.ready = False
+                    code = slot.process().returncode
+                    if not slot.armed:
+                        self.fault(f"{slot.name} died unarmed and unkilled (exit {code})")
+                    self.later(self.restart, slot)
+            time.sleep(0.1)
+
+    def kill_one(self) -> bool:
+        """SIGKILL one process whose kind has another up and unarmed; False if none may go."""
+        eligible = [
+            s
+            for s in self.slots
+            if s.ready
+            and s.alive()
+            and any(o.ready and o.alive() and not o.armed for o in self.others(s))
+        ]
+        if not eligible:
+            return False
+        victim = self.rng.choice(eligible)
+        if victim.kind == "worker":
+            target = "queue worker"
+        else:
+            target = self.rng.choice(("web instance", "web worker"))
+        with victim.lock:
+            if not (victim.ready and victim.alive()):
+                return False
+            victim.ready = False
+            if target == "queue worker":
+                victim.proc.kill()
+                self.later(self.restart, victim)
+            else:
+                try:
+                    pid = victim.server.worker_pid()
+                except requests.RequestException:
+                    victim.ready = True
+                    return False
+                os.kill(pid, signal.SIGKILL)
+                if target == "web instance":
+                    victim.server.proc.kill()
+                    self.later(self.restart, victim)
+                else:  # its master starts another worker
+                    self.later(self.respawned, victim, pid)
+        with self.lock:
+            self.kills[target] += 1
+        return True
+
+    def respawned(self, slot: Slot, old_pid: int) -> None:
+        """Mark a web slot ready once its master's new worker answers."""
+        try:
+            slot.server.wait_ready(timeout=START_TIMEOUT, not_pid=old_pid)
+            slot.ready = True
+        except RuntimeError:
+            self.restart(slot)
+
+    def failpoint_kills(self) -> collections.Counter[str]:
+        """Count the processes that killed themselves at a failpoint, from their logs."""
+        found: collections.Counter[str] = collections.Counter()
+        for path in self.logs.glob("*.log"):
+            kind = "web" if path.name.startswith("web") else "queue worker"
+            for name in re.findall(rb"failpoint (\w+): kill", path.read_bytes()):
+                found[f"{name.decode()} ({kind})"] += 1
+        return found
+
+    def total_kills(self) -> int:
+        with self.lock:
+            harness = sum(self.kills.values())
+        return harness + sum(self.failpoint_kills().values())
+
+    def calm(self) -> None:
+        """Stop killing; wait for pending restarts; every slot up again and unarmed."""
+        self.stopping.set()
+        with self.lock:
+            helpers = list(self.helpers)
+        for thread in helpers:
+            thread.join(START_TIMEOUT * 3)
+        for slot in self.slots:
+            with slot.lock:
+                if slot.armed or not slot.alive() or not slot.ready:
+                    slot.stop(signal.SIGKILL)
+                    slot.start(None)
+
+    def stop(self) -> None:
+        """Stop every process, whatever state the run is in."""
+        self.stopping.set()
+        for slot in self.slots:
+            slot.stop()
+
+    def log_faults(self) -> list[str]:
+        """Say what the logs show went wrong in a queue worker that a kill cannot explain."""
+        wrong = []
+        for path in sorted(self.logs.glob("*.log")):
+            text = path.read_text(errors="replace")
+            for sign in ("Task exception was never retrieved", "ForeignKeyViolation"):
+                if n := text.count(sign):
+                    wrong.append(f"{path.name}: {n} x {sign!r}")
+        return wrong
+
+    def tracebacks(self) -> int:
+        """Count the tracebacks in every log (each one is worth reading; not a verdict)."""
+        return sum(
+            p.read_text(errors="replace").count("Traceback") for p in self.logs.glob("*.log")
+        )
