@@ -329,8 +329,8 @@ def render(r: dict) -> str:
             "5b",
             "POST /assessments -> running, p99",
             _n(ours.get("p99_ms"), 2, " ms"),
-            f"RQ SimpleWorker p99 {_n(rq.get('p99_ms'), 2, ' ms')}",
-            _n(_safe_div(ours.get("p99_ms"), rq.get("p99_ms")), 2, "x"),
+            f"the design's floor p99 {_n(floor.get('p99_ms'), 2, ' ms')}",
+            _n(_safe_div(ours.get("p99_ms"), floor.get("p99_ms")), 2, "x"),
             "",
             None,
         )
