@@ -21,7 +21,7 @@ from pathlib import Path
 
 import requests
 
-from .common import BIN, ROOT, Server, log
+from .common import Server, Worker, log
 
 LEASE, HEARTBEAT, POLL, WORK, SWEEP = 2.0, 0.4, 0.5, 1.0, 1.0
 SIGNUP_POINTS = 100_000
@@ -53,8 +53,7 @@ class Slot:
         self.generation = 0
         self.armed: str | None = None
         self.ready = False
-        self.server: Server | None = None  # a web slot's gunicorn
-        self.proc: subprocess.Popen | None = None  # a worker slot's `flask worker`
+        self.child: Server | Worker | None = None  # a web slot's gunicorn, or `flask worker`
         self.lock = threading.Lock()
 
     def start(self, armed: str | None) -> None:
@@ -64,33 +63,14 @@ class Slot:
         env = {**ENV, "FAILPOINTS": f"{armed}=kill" if armed else ""}
         name = f"{self.name}-{self.generation}"
         if self.kind == "web":
-            self.server = Server(self.db_url, f"{self.logs.name}/{name}", module="wsgi:app", **env)
-            self.server.start(timeout=START_TIMEOUT)
+            self.child = Server(self.db_url, f"{self.logs.name}/{name}", module="wsgi:app", **env)
         else:
-            path = self.logs / f"{name}.log"
-            with open(path, "ab") as out:
-                self.proc = subprocess.Popen(
-                    [str(BIN / "flask"), "--app", "wsgi", "worker"],
-                    cwd=ROOT,
-                    env={
-                        **os.environ,
-                        **env,
-                        "DATABASE_URL": self.db_url,
-                        "SECRET_KEY": "bench-secret",
-                        "PYTHONPATH": str(ROOT),
-                    },
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
-            deadline = time.monotonic() + START_TIMEOUT
-            while b"Starting worker on" not in path.read_bytes():
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"queue worker did not start; see {path}")
-                time.sleep(0.05)
+            self.child = Worker(self.db_url, self.logs / f"{name}.log", **env)
+        self.child.start(timeout=START_TIMEOUT)
         self.ready = True
 
     def process(self) -> subprocess.Popen | None:
-        return self.server.proc if self.kind == "web" and self.server else self.proc
+        return self.child.proc if self.child else None
 
     def alive(self) -> bool:
         """Tell whether the slot's process (a web slot's master) still runs."""
@@ -99,20 +79,13 @@ class Slot:
 
     def url(self) -> str | None:
         """The web instance's address while it answers, else None."""
-        return self.server.url if self.kind == "web" and self.ready and self.alive() else None
+        return self.child.url if self.kind == "web" and self.ready and self.alive() else None
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Stop the slot's process with sig (SIGKILL after 30 s) and wait for it."""
         self.ready = False
-        if self.kind == "web" and self.server:
-            self.server.stop(sig)
-        elif self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.child:
+            self.child.stop(sig)
 
 
 class Cluster:
@@ -205,17 +178,17 @@ class Cluster:
                 return False
             victim.ready = False
             if target == "queue worker":
-                victim.proc.kill()
+                victim.child.proc.kill()
                 self.later(self.restart, victim)
             else:
                 try:
-                    pid = victim.server.worker_pid()
+                    pid = victim.child.worker_pid()
                 except requests.RequestException:
                     victim.ready = True
                     return False
                 os.kill(pid, signal.SIGKILL)
                 if target == "web instance":
-                    victim.server.proc.kill()
+                    victim.child.proc.kill()
                     self.later(self.restart, victim)
                 else:  # its master starts another worker
                     self.later(self.respawned, victim, pid)
@@ -226,7 +199,7 @@ class Cluster:
     def respawned(self, slot: Slot, old_pid: int) -> None:
         """Mark a web slot ready once its master's new worker answers."""
         try:
-            slot.server.wait_ready(timeout=START_TIMEOUT, not_pid=old_pid)
+            slot.child.wait_ready(timeout=START_TIMEOUT, not_pid=old_pid)
             slot.ready = True
         except RuntimeError:
             self.restart(slot)

@@ -133,7 +133,71 @@ class Database:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
-class Server:
+class Process:
+    """A child process whose output goes to its log file."""
+
+    log_path: Path
+    env: dict[str, str]
+    proc: subprocess.Popen | None = None
+
+    def spawn(self, argv: list[str], cwd: Path = ROOT) -> None:
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        """Send sig, SIGKILL after timeout, wait for the exit and close the log."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.log.close()
+
+
+class Worker(Process):
+    """`flask --app wsgi worker`: a queue worker (JOB_EXECUTOR=procrastinate) on a database."""
+
+    def __init__(self, database_url: str, log_path: Path, **env: str):
+        self.env = {
+            **os.environ,
+            **SERVER_ENV,
+            "JOB_EXECUTOR": "procrastinate",
+            **env,
+            "DATABASE_URL": database_url,
+            "PYTHONPATH": str(ROOT),
+        }
+        self.log_path = log_path
+        self.proc = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def start(self, timeout: float = 60) -> "Worker":
+        """Start the worker and wait until procrastinate says it is taking jobs."""
+        self.spawn([str(BIN / "flask"), "--app", "wsgi", "worker"])
+        deadline = time.monotonic() + timeout
+        while b"Starting worker on" not in self.log_path.read_bytes():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the worker exited; see {self.log_path}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker not ready after {timeout} s; see {self.log_path}")
+            time.sleep(0.05)
+        return self
+
+    def __enter__(self) -> "Worker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Server(Process):
     """gunicorn -c gunicorn.conf.py MODULE on a free port: one gthread worker, no control socket.
 
     The project's gunicorn.conf.py is used as it is: its on_starting migrates the
@@ -167,10 +231,7 @@ class Server:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> "Server":
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            self.argv, cwd=self.cwd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
-        )
+        self.spawn(self.argv, self.cwd)
         self.wait_ready(timeout)
         return self
 
@@ -194,17 +255,6 @@ class Server:
 
     def worker_pid(self) -> int:
         return self.health()["pid"]
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.log.close()
 
     def __enter__(self) -> "Server":
         return self.start()

@@ -14,23 +14,20 @@
 """
 
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import submit, wrk
 from .common import (
-    BIN,
     LOGS,
     ROOT,
-    SERVER_ENV,
     Database,
     Server,
+    Worker,
     run_alone,
     users_with_running_jobs,
 )
@@ -45,35 +42,11 @@ def truncate(db: Database) -> None:
             conn.execute("TRUNCATE procrastinate_jobs, procrastinate_workers, layer_cache CASCADE")
 
 
-@contextmanager
-def worker(db: Database, name: str, **env: str) -> Iterator[subprocess.Popen]:
-    """A `flask --app wsgi worker` process (JOB_EXECUTOR=procrastinate) until the block ends."""
+def worker(db: Database, name: str, **env: str) -> Worker:
+    """A fresh `flask --app wsgi worker` (JOB_EXECUTOR=procrastinate), for a with block."""
     log_path = LOGS / f"{name}.log"
     log_path.unlink(missing_ok=True)
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [str(BIN / "flask"), "--app", "wsgi", "worker"],
-            cwd=ROOT,
-            env={
-                **os.environ,
-                **SERVER_ENV,
-                "JOB_EXECUTOR": "procrastinate",
-                **env,
-                "DATABASE_URL": db.url,
-            },
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while b"Starting worker on" not in log_path.read_bytes():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"worker did not start; see {log_path}")
-                time.sleep(0.05)
-            yield proc
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    return Worker(db.url, log_path, **env)
 
 
 def submit_latency(db: Database, n: int) -> dict:

@@ -2,7 +2,6 @@
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -10,6 +9,9 @@ import time
 from pathlib import Path
 
 import requests
+
+from bench import common
+from bench.common import Process
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -32,31 +34,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class Process:
-    """A child process of the test whose output goes to its log file."""
-
-    log_path: Path
-    env: dict[str, str]
-    proc: subprocess.Popen | None = None
-
-    def spawn(self, argv: list[str]) -> None:
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.log.close()
 
 
 class Server(Process):
@@ -133,29 +110,11 @@ class User:
         return status, billing, "hx-trigger" not in html, html
 
 
-class Worker(Process):
+class Worker(common.Worker):
     """flask --app wsgi worker: a procrastinate worker process against the test database."""
 
     def __init__(self, database_url: str, log_path: Path, **env: str):
-        self.env = {
-            **os.environ,
-            **FAST,
-            "JOB_EXECUTOR": "procrastinate",
-            **env,
-            "DATABASE_URL": database_url,
-        }
-        self.log_path = log_path
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+        super().__init__(database_url, log_path, **{**FAST, **env})
 
     def start(self, timeout: float = 30) -> "Worker":
-        self.spawn([str(BIN / "flask"), "--app", "wsgi", "worker"])
-        deadline = time.monotonic() + timeout
-        while b"Starting worker on" not in self.log_path.read_bytes():
-            assert self.proc.poll() is None, f"the worker exited; see {self.log_path}"
-            assert time.monotonic() < deadline, f"worker not ready; see {self.log_path}"
-            time.sleep(0.05)
-        return self
+        return super().start(timeout)
