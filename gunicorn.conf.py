@@ -28,7 +28,7 @@ control_socket_disable = True  # several servers (tests, benchmarks) run side by
 
 if os.environ.get("LOG_FORMAT") == "json":
     # gunicorn's own lines as JSON too, from its first one: everything goes through the
-    # root logger's one handler, in the format app/logs.py gives the app's lines.
+    # root logger's one handler, in the format app/operations/logs.py gives the app's lines.
     logconfig_dict = {
         "version": 1,
         "disable_existing_loggers": False,
@@ -44,7 +44,7 @@ if os.environ.get("LOG_FORMAT") == "json":
                 "stream": "ext://sys.stderr",
             }
         },
-        "formatters": {"json": {"()": "app.logs.json_formatter"}},
+        "formatters": {"json": {"()": "app.operations.logs.json_formatter"}},
     }
 
 
@@ -54,7 +54,8 @@ def on_starting(server):
         # Counts of an earlier run would be added to this one's: start from zero.
         for stale in Path(metrics_dir).glob("*.db"):
             stale.unlink()
-    from app import create_app, embedded, schema
+    from app import create_app
+    from app.database import embedded, schema
     from app.extensions import db
 
     embedded.database_url()  # exported to the worker through the environment
@@ -80,7 +81,7 @@ def post_worker_init(worker):
     come too late; settling at the signal tells users the truth at once.
     """
     gc.freeze()  # the app the worker just built lives as long as the worker
-    from app import dbretry
+    from app.database import dbretry
     from app.jobs import housekeeping
 
     # gunicorn's own log too: a request that failed for an outage's reason shows its

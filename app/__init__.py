@@ -9,8 +9,10 @@ from typing import Any
 
 from flask import Flask
 
-from . import config, dbretry, embedded, failpoints, logs
+from . import config
+from .database import dbretry, embedded
 from .extensions import babel, csrf, db, limiter, login_manager, migrate
+from .operations import failpoints, logs
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -65,9 +67,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.before_request_funcs[None].remove(limiter._check_request_limit)
 
     from .assessment import make_provider
+    from .caches.singleflight import SingleFlightCache
     from .jobs import housekeeping
     from .jobs.runner import Runner
-    from .singleflight import SingleFlightCache
 
     app.extensions["runner"] = Runner(
         app, app.config["MAX_CONCURRENT_JOBS"], app.config["JOB_HEARTBEAT_SECONDS"]
@@ -80,7 +82,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     )
     if _shared_layer_cache(app):
         from .assessment.analysis import LAYERS
-        from .sharedflight import SharedSingleFlightCache
+        from .caches.sharedflight import SharedSingleFlightCache
 
         app.extensions["layer_cache"] = SharedSingleFlightCache(
             app,

@@ -36,7 +36,7 @@ ENV = {
     "MAX_QUEUED_JOBS": "64",
     "SIGNUP_POINTS": str(SIGNUP_POINTS),
 }
-# Where each kind of process passes a failpoint (app/failpoints.py names them all).
+# Where each kind of process passes a failpoint (app/operations/failpoints.py names them all).
 FAILPOINTS = {
     "web": ("after_insert", "after_reap", "before_refund", "consume_lookup"),
     "worker": ("after_running", "after_consume", "before_success", "before_refund"),

@@ -76,7 +76,7 @@ def server_url() -> str:
         with psycopg.connect(DEFAULT_SERVER_URL, connect_timeout=2):
             return DEFAULT_SERVER_URL
     except psycopg.OperationalError:
-        from app import embedded  # no local server: the product's embedded one
+        from app.database import embedded  # no local server: the product's embedded one
 
         return embedded.start(ROOT / "bench" / ".pgdata")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from cachetools import TTLCache
 
-from app.singleflight import CacheStats, SingleFlightCache
+from app.caches.singleflight import CacheStats, SingleFlightCache
 
 UPSTREAM_SECONDS = 0.05
 

@@ -42,7 +42,7 @@ TEST_CONFIG = {
 def _server_url() -> str:
     if url := os.environ.get("DATABASE_URL"):
         return url
-    from app import embedded
+    from app.database import embedded
 
     return embedded.start(ROOT / ".pgdata-test")
 
@@ -116,8 +116,8 @@ def make_app(database_url):
         return app
 
     yield build
-    from app import failpoints
     from app.extensions import db
+    from app.operations import failpoints
 
     for app in built:
         assert app.extensions["runner"].wait(10), "a job thread outlived its test"

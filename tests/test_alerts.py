@@ -6,8 +6,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from app import alerts
 from app.jobs import views
+from app.operations import alerts
 from tests.conftest import signed_in, wait_for
 from tests.test_reaper import stale_charged_job
 

@@ -17,7 +17,7 @@ from app.assessment import ProviderError, make_provider, resolve_place, run_asse
 from app.assessment.analysis import LAYERS, level_of
 from app.assessment.area import tile_key
 from app.assessment.providers import DemoProvider
-from app.singleflight import SingleFlightCache
+from app.caches.singleflight import SingleFlightCache
 from tests.conftest import Upstream
 
 TIMEOUT = 5.0

@@ -1,4 +1,5 @@
-"""app/ is layered: web -> jobs -> points and assessment -> the root modules, never upward.
+"""app/ is layered: web -> jobs -> points and assessment -> caches, database, operations -> the
+root modules (config, extensions, models), never upward.
 
 An AST walk over every module resolves each import (absolute or relative, at module level
 or inside a function) to the package it lands in and checks it against ALLOWED. create_app()
@@ -13,14 +14,21 @@ import pytest
 APP = Path(__file__).resolve().parent.parent / "app"
 
 # Which packages each package may import from. "root" is app's own modules (config,
-# extensions, models, embedded, singleflight, failpoints).
+# extensions, models): what every package uses.
+BELOW = {"caches", "database", "operations", "root"}
 ALLOWED = {
-    "web": {"web", "jobs", "points", "assessment", "root"},
-    "jobs": {"jobs", "points", "assessment", "root"},
-    "points": {"points", "root"},
-    "assessment": {"assessment", "root"},
+    "web": {"web", "jobs", "points", "assessment"} | BELOW,
+    "jobs": {"jobs", "points", "assessment"} | BELOW,
+    "points": {"points", "database", "operations", "root"},
+    "assessment": {"assessment", "caches", "root"},
+    "caches": {"caches", "database", "root"},
+    "database": {"database", "root"},
+    "operations": {"operations", "root"},
     "root": {"root"},
 }
+
+
+PACKAGES = {"app"} | {f"app.{name}" for name in ALLOWED if name != "root"}
 
 
 def layer_of(module: str) -> str:
@@ -55,7 +63,7 @@ def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[i
                 target = node.module or ""
             if target.split(".")[0] != "app":
                 continue
-            if node.module is None or target in ("app", "app.web", "app.jobs", "app.points"):
+            if node.module is None or target in PACKAGES:
                 # `from . import ledger`, `from ..points import billing`: the names are modules.
                 found += [(node.lineno, f"{target}.{a.name}") for a in node.names]
             else:
@@ -90,8 +98,13 @@ def test_every_import_flows_downward():
         ("app.points.billing", "from app.web.errors import MESSAGES"),
         ("app.jobs.runner", "def f():\n    from ..web import poll"),
         ("app.assessment.work", "from ..points import ledger"),
-        ("app.failpoints", "from .jobs import runner"),
+        ("app.operations.failpoints", "from ..jobs import runner"),
         ("app.models", "import app.points.ledger"),
+        ("app.models", "from .database import dbretry"),
+        ("app.database.dbretry", "from ..operations import metrics"),
+        ("app.caches.sharedflight", "from ..operations import alerts"),
+        ("app.assessment.work", "from ..database import dbretry"),
+        ("app.points.billing", "from ..caches import singleflight"),
     ],
 )
 def test_an_upward_import_is_caught(module, source):
@@ -102,9 +115,13 @@ def test_an_upward_import_is_caught(module, source):
     ("module", "source"),
     [
         ("app.web.assessments", "from ..jobs import pipeline\nfrom . import paging"),
-        ("app.jobs.views", "from ..points.billing import Billing\nfrom .. import failpoints"),
-        ("app.points.ledger", "from .. import failpoints\nfrom ..extensions import db"),
-        ("app.assessment.work", "from ..singleflight import CacheStats"),
+        (
+            "app.jobs.views",
+            "from ..points.billing import Billing\nfrom ..operations import failpoints",
+        ),
+        ("app.points.ledger", "from ..operations import failpoints\nfrom ..extensions import db"),
+        ("app.caches.sharedflight", "from ..database import dbretry\nfrom .singleflight import C"),
+        ("app.assessment.work", "from ..caches.singleflight import CacheStats"),
     ],
 )
 def test_a_downward_import_passes(module, source):

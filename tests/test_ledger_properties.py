@@ -28,9 +28,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from app import failpoints
 from app.extensions import db
 from app.jobs import transitions, views
+from app.operations import failpoints
 from app.points import billing, ledger
 from app.points.billing import Billing
 

@@ -5,9 +5,9 @@ import uuid
 import pytest
 from prometheus_client import REGISTRY
 
-from app import failpoints
 from app.extensions import db
 from app.jobs import transitions, views
+from app.operations import failpoints
 from app.points import billing
 from tests.conftest import job_id_from, signed_in, wait_for
 from tests.test_jobs import insert_job

@@ -240,7 +240,7 @@ def test_errors_that_pass_are_retried_and_others_are_not(make_app):
     from psycopg import errors
     from sqlalchemy import exc
 
-    from app import dbretry
+    from app.database import dbretry
 
     refused = psycopg.OperationalError("connection refused")
     wrapped = exc.OperationalError("SELECT 1", {}, refused)
@@ -272,7 +272,7 @@ def test_errors_that_pass_are_retried_and_others_are_not(make_app):
 def test_a_traceback_is_logged_once_a_minute_per_distinct_error():
     import logging
 
-    from app.dbretry import OncePerMinute
+    from app.database.dbretry import OncePerMinute
 
     records = []
 

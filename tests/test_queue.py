@@ -2,8 +2,8 @@
 
 import pytest
 
-from app import failpoints
 from app.jobs import procrastinate_executor, transitions
+from app.operations import failpoints
 from tests.conftest import job_id_from, signed_in
 
 QUEUE = {"JOB_EXECUTOR": "procrastinate"}

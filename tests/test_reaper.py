@@ -4,7 +4,7 @@ import logging
 import threading
 import time
 
-from app import failpoints
+from app.operations import failpoints
 from tests.conftest import Actions, job_id_from, signed_in
 from tests.test_jobs import attr, clients_sharing_session, poll_until, settled
 

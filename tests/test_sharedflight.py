@@ -10,8 +10,8 @@ import time
 import pytest
 
 from app.assessment.analysis import LAYERS
+from app.caches.sharedflight import SharedSingleFlightCache
 from app.extensions import db
-from app.sharedflight import SharedSingleFlightCache
 
 SHARED = {"SHARED_LAYER_CACHE": "on"}
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from app.singleflight import CacheStats, SingleFlightCache
+from app.caches.singleflight import CacheStats, SingleFlightCache
 
 TIMEOUT = 5.0  # generous: a bug makes a test fail after this, never hang
 

@@ -6,14 +6,15 @@ import threading
 
 import pytest
 
-from app import create_app, failpoints
+from app import create_app
 from app.assessment import resolve_place, run_assessment
 from app.assessment.analysis import LAYERS
 from app.assessment.providers import DemoProvider, HttpProvider, Stopped
+from app.caches.singleflight import SingleFlightCache
 from app.extensions import db
 from app.jobs import housekeeping, runner, sweep
+from app.operations import failpoints
 from app.points import billing
-from app.singleflight import SingleFlightCache
 from tests.conftest import TEST_CONFIG, Actions, job_id_from, signed_in, wait_for
 from tests.test_reaper import stale_charged_job
 

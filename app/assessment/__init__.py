@@ -1,6 +1,7 @@
 """The assessment domain: places, hazard-layer providers, analysis and the job's work.
 
-May import only the root modules (singleflight, config); never app.points, app.jobs or app.web.
+May import app.caches and the root modules (config, extensions, models); never app.points,
+app.jobs or app.web.
 """
 
 from .area import Area

@@ -6,7 +6,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from typing import Any
 
-from ..singleflight import CacheStats, SingleFlightCache
+from ..caches.singleflight import CacheStats, SingleFlightCache
 from .analysis import LANGS, LAYERS, Layer, analyse
 from .area import Area
 from .providers import LayerProvider, ProviderError, Stopped, default_keys

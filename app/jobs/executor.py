@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .. import failpoints
+from ..operations import failpoints
 from . import transitions
 from .runner import Runner, RunnerBusy
 

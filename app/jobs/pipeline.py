@@ -7,8 +7,9 @@ import uuid
 
 from flask import current_app
 
-from .. import dbretry, failpoints
 from ..assessment import Area, ProviderError, Stopped, resolve_place, run_assessment
+from ..database import dbretry
+from ..operations import failpoints
 from ..points import ledger
 from . import transitions, views
 from .executor import Executor

@@ -19,8 +19,8 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
 from sqlalchemy.engine import make_url
 
-from .. import failpoints
 from ..extensions import db
+from ..operations import failpoints
 from . import pipeline, transitions
 from .runner import SHUTDOWN_MESSAGE, Runner, RunnerBusy
 

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator
 
 from flask import Flask
 
-from .. import dbretry, metrics
+from ..database import dbretry
 from ..extensions import db
+from ..operations import metrics
 from . import transitions
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from .. import alerts, failpoints
 from ..extensions import db
+from ..operations import alerts, failpoints
 from ..points import billing
 from . import transitions
 from .transitions import STALE

@@ -19,8 +19,8 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
 
-from .. import failpoints, metrics
 from ..extensions import db
+from ..operations import failpoints, metrics
 from ..points import billing, ledger
 
 log = logging.getLogger(__name__)

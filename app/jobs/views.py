@@ -11,10 +11,10 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from .. import failpoints
 from ..assessment.analysis import LAYERS, Layer
 from ..assessment.work import ANALYSING_STEP, LAYERS_STEP
 from ..extensions import db
+from ..operations import failpoints
 from ..points import billing
 from ..points.billing import Billing
 from . import transitions

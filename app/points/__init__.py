@@ -1,5 +1,5 @@
 """The money: accounts, the points ledger, billing states and settling, incidents.
 
-May import only the root modules (extensions, models, failpoints); never app.jobs,
-app.assessment or app.web.
+May import app.database, app.operations and the root modules (config, extensions, models);
+never app.jobs, app.assessment, app.caches or app.web.
 """

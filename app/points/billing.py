@@ -12,9 +12,9 @@ from enum import StrEnum
 
 from sqlalchemy import text
 
-from .. import metrics
 from ..extensions import db
 from ..models import JobStatus
+from ..operations import metrics
 from . import incidents, ledger
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ import uuid
 
 from sqlalchemy import Row, text
 
-from .. import alerts, metrics
 from ..extensions import db
+from ..operations import alerts, metrics
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from psycopg.errors import CheckViolation
 from sqlalchemy import Row, text
 from sqlalchemy.exc import IntegrityError
 
-from .. import failpoints
 from ..extensions import db
+from ..operations import failpoints
 
 NONNEGATIVE = "ck_users_point_balance_nonnegative"
 

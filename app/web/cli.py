@@ -115,7 +115,7 @@ def providers_check() -> None:
 @click.option("--concurrency", type=int, default=None, help="jobs at once [MAX_CONCURRENT_JOBS]")
 def worker(concurrency: int | None) -> None:
     """Run queued assessments (JOB_EXECUTOR=procrastinate) until SIGTERM or Ctrl-C."""
-    from .. import schema
+    from ..database import schema
     from ..jobs import worker as queue_worker
 
     app = current_app._get_current_object()

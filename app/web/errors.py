@@ -10,7 +10,7 @@ from flask_wtf.csrf import CSRFError
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from .. import dbretry
+from ..database import dbretry
 
 # What a page meets when the database cannot be reached, raised by its own query or by
 # Flask-Login loading the user while a template renders.

@@ -9,9 +9,9 @@ from flask_babel import lazy_gettext as _l
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from .. import alerts, metrics
 from ..extensions import csrf
 from ..jobs import stats
+from ..operations import alerts, metrics
 from . import charts
 from .auth import session_user_id
 from .support import support_required

@@ -23,8 +23,9 @@ from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
-from .. import dbretry, metrics
+from ..database import dbretry
 from ..jobs import housekeeping, views
+from ..operations import metrics
 from . import i18n
 from .auth import identity_of
 

@@ -1,7 +1,7 @@
 """procrastinate's schema and the shared layer cache, for more than one process
 
 The shared layer cache (layer_cache) holds upstream answers with their expiry, so that
-concurrent misses in several processes make one call (app/sharedflight.py).
+concurrent misses in several processes make one call (app/caches/sharedflight.py).
 
 The queue lives in the product's own database, so a submit can insert its job and defer
 its task in one transaction, and `flask db upgrade` stays the one set-up step. The SQL

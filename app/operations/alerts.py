@@ -14,7 +14,7 @@ import urllib.request
 from flask import Flask, current_app
 from sqlalchemy import text
 
-from .extensions import db
+from ..extensions import db
 
 log = logging.getLogger(__name__)
 

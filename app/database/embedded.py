@@ -5,7 +5,7 @@ import os
 import warnings
 from pathlib import Path
 
-from .config import ROOT
+from ..config import ROOT
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 from flask_migrate import upgrade
 from sqlalchemy import text
 
-from .extensions import db
+from ..extensions import db
 
 # pg_advisory_lock key that serializes `upgrade` across processes ("HZMG").
 MIGRATION_LOCK = 0x485A4D47

@@ -17,7 +17,7 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import Pool
 
-from .extensions import db
+from ..extensions import db
 
 log = logging.getLogger(__name__)
 

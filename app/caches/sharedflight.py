@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from flask import Flask
 from sqlalchemy import Engine, create_engine, text
 
-from . import dbretry
+from ..database import dbretry
 from .singleflight import CacheStats, SingleFlightCache
 
 V = TypeVar("V")
