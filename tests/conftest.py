@@ -64,7 +64,7 @@ def compiled_catalogs() -> None:
 def database_url() -> str:
     """Create a fresh database for this session, migrate it, and drop it afterwards."""
     base = make_url(_server_url())
-    name = f"areaassess_test_{os.getpid()}"
+    name = f"hazard_points_test_{os.getpid()}"
     admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
