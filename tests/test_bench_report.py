@@ -1,0 +1,60 @@
+"""The benchmark report says what the figures say: the page, its summary rows and verdicts.
+
+tests/recorded/bench/results-a4f4081.json holds the figures of bench/RESULTS.md as
+committed in a4f4081 (`make bench` of 2026-12-01 12:38 UTC on commit c674094) as data in
+the shape bench/run.py writes to bench/logs/results.json. It is constructed, not recorded:
+that run's results.json was not kept, so each value is the printed figure, with a digit
+more where the report computes a ratio or a difference from it. RESULTS-a4f4081.md is that
+RESULTS.md as it was committed. No server, no database: the report is a function of data.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.report import render
+
+RECORDED = Path(__file__).resolve().parent / "recorded" / "bench"
+
+
+@pytest.fixture
+def results() -> dict:
+    return json.loads((RECORDED / "results-a4f4081.json").read_text())
+
+
+def test_the_recorded_figures_render_the_page_committed_with_them(results):
+    expected = (RECORDED / "RESULTS-a4f4081.md").read_text()
+    assert render(results) == expected
+
+
+def summary(page: str) -> dict[str, str]:
+    """Each summary row's verdict by its number (the last one of a number that repeats)."""
+    table = page.split("## Summary\n")[1].split("\n## ")[0]
+    cells = [line.split(" | ") for line in table.splitlines() if re.match(r"\| \d", line)]
+    return {row[0].removeprefix("| "): row[-1].removesuffix(" |") for row in cells}
+
+
+def test_every_summary_row_carries_its_verdict(results):
+    verdicts = summary(render(results))
+    assert len(verdicts) == 30  # 32 rows; 3b has one per SIGTERM size
+    assert [n for n, v in verdicts.items() if v == "**MISS**"] == ["1f", "2a"]
+    assert sum(v == "**PASS**" for v in verdicts.values()) == 15
+
+
+def test_a_verdict_follows_its_figure_across_the_target(results):
+    results["poll_closed"]["ratios"]["status/constant"]["median"] = 0.49
+    results["memory"]["product"]["with_jobs"]["VmRSS"] = 101 * 1024
+    results["poll_open"]["p99_ms"] = 99.9
+    verdicts = summary(render(results))
+    assert (verdicts["1a"], verdicts["6"], verdicts["2a"]) == ("**MISS**", "**MISS**", "**PASS**")
+
+
+def test_a_benchmark_that_failed_says_so_in_the_summary_and_below(results):
+    results["outage"] = {"error": "RuntimeError: server not ready after 60 s"}
+    page = render(results)
+    assert "| 3d | database outage | RuntimeError: server not ready after 60 s |" in page
+    assert "## 3b. Database outage" not in page
+    assert "- outage: RuntimeError: server not ready after 60 s" in page
+    assert "| 3c |" in page and "| 4a |" in page  # the others still report
