@@ -14,6 +14,7 @@ import threading
 import requests
 
 from .common import Database, Server, log, rss_kib, run_alone, users_with_running_jobs
+from .table import Row, check, compare, get, mib, num, table
 
 
 def product(db: Database, n_jobs: int = 32) -> dict:
@@ -69,6 +70,55 @@ def run(db: Database, n_jobs: int = 32) -> dict:
     log("memory: bare Flask worker with 32 threads")
     baseline = bare()
     return {"product": ours, "bare_flask": baseline}
+
+
+NUMBER, NAME = "6", "memory"
+
+
+def summary(r: dict) -> list[Row]:
+    """Row 6: the worker's VmRSS with its jobs running (target <= 100 MiB)."""
+    rss = mib(get(r, "product", "with_jobs", "VmRSS"))
+    return [
+        compare(
+            "6",
+            f"worker VmRSS with {get(r, 'product', 'jobs_running')} running jobs",
+            rss,
+            mib(get(r, "bare_flask", "after_load", "VmRSS")),
+            "bare Flask, 32 threads",
+            1,
+            " MiB",
+            target="<= 100 MiB",
+            ok=check(rss, lambda v: v <= 100),
+        )
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """Section 6: each process's memory, idle and busy."""
+    p, b = r["product"], r["bare_flask"]
+    processes = (
+        ("product worker, idle", p["idle"]),
+        (f"product worker, {p['jobs_running']} jobs running", p["with_jobs"]),
+        ("product master", p["master"]),
+        ("bare Flask worker, idle", b["idle"]),
+        (f"bare Flask worker, {b['threads']} threads busy", b["after_load"]),
+    )
+    return [
+        "## 6. Memory",
+        "",
+        *table(
+            ("process", "VmRSS", "VmHWM", "Pss", "threads"),
+            (
+                (
+                    label,
+                    *(num(mib(s.get(k)), 1, " MiB") for k in ("VmRSS", "VmHWM", "Pss")),
+                    s.get("Threads"),
+                )
+                for label, s in processes
+            ),
+        ),
+        "",
+    ]
 
 
 def main() -> None:

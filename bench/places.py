@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from .common import ROOT, log
+from .table import Row, check, compare, div, get, mib, num, table
 
 BASELINE_REV = "1e4a714"  # the resolver before places were read from Japan Post's data
 MODULES = ("area", "gazetteer", "places")
@@ -203,6 +204,75 @@ def run(quick: bool = False) -> dict:
     log("places: memory of each index in a fresh interpreter")
     result["memory_kib"] = memory()
     return result
+
+
+NUMBER, NAME = "7", "place lookup"
+
+
+def summary(r: dict) -> list[Row]:
+    """Rows 7a-7b: the slowest kind of query against the resolver before (<= 1.5x), memory."""
+    worst, rev = r.get("worst", {}), r.get("baseline_rev")
+    rss = mib(get(r, "memory_kib", "product", "with_index", "VmRSS"))
+    return [
+        compare(
+            "7a",
+            f"place lookup per query, slowest kind vs before ({worst.get('kind')})",
+            worst.get("product_us"),
+            worst.get("baseline_us"),
+            f"the resolver at {rev}",
+            1,
+            " µs",
+            ratio=worst.get("ratio"),
+            target="<= 1.5x",
+            ok=check(worst.get("ratio"), lambda v: v <= 1.5),
+        ),
+        compare(
+            "7b",
+            "app + place index, VmRSS of a fresh interpreter",
+            rss,
+            mib(get(r, "memory_kib", "baseline", "with_index", "VmRSS")),
+            f"the index at {rev}",
+            1,
+            " MiB",
+            target="<= 100 MiB",
+            ok=check(rss, lambda v: v <= 100),
+        ),
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """Section 7: every kind of query, both resolvers' times and calls."""
+    build = r.get("build_s", {})
+
+    def us(k: dict, who: str) -> str:
+        return f"{num(k[f'{who}_us'], 1, ' µs')} ({num(k.get(f'{who}_median_us'), 1, ' µs')})"
+
+    return [
+        "## 7. Place lookup",
+        "",
+        "In-process, `bench/places.py`: each resolver answers the same queries in alternating"
+        " rounds; the fastest round's mean time per query (medians over rounds in"
+        " brackets). The baseline is the"
+        f" resolver at {r.get('baseline_rev')} (japancode only), loaded from git."
+        f" Index build: {num(build.get('product'), 2, ' s')} (baseline"
+        f" {num(build.get('baseline'), 2, ' s')}), once, in gunicorn's master.",
+        "",
+        *table(
+            ("queries", "n", "product", "baseline", "ratio", "calls per query, product / baseline"),
+            (
+                (
+                    kind,
+                    k["queries"],
+                    us(k, "product"),
+                    us(k, "baseline"),
+                    num(div(k["product_us"], k["baseline_us"]), 2, "x"),
+                    f"{num(k.get('product_calls'), 0)} / {num(k.get('baseline_calls'), 0)}",
+                )
+                for kind, k in r.get("kinds", {}).items()
+            ),
+        ),
+        "",
+    ]
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from .common import (
     median,
     users_with_running_jobs,
 )
+from .table import Row, check, compare, get, missing, num, table
 
 ENDPOINTS = ("constant", "select1", "status", "status_nocheck", "status_reap", "status_ja")
 
@@ -152,6 +153,90 @@ def main() -> None:
         for r in ep["rounds"]:
             r.pop("output", None)
     print(json.dumps(out, indent=2, default=str))
+
+
+NUMBER, NAME = "1", "poll path, closed loop"
+
+
+# The poll against a baseline endpoint: (number, figure, endpoint, baseline, its label, floor).
+AT_LEAST = (
+    ("1a", "status fragment, closed loop (wrk), req/s", "status", "constant", "constant", 0.5),
+    ("1b", "status fragment vs `SELECT 1`, req/s", "status", "select1", "SELECT 1", 1.0),
+    (
+        "1e",
+        "status fragment from Japanese sessions vs English ones, req/s",
+        "status_ja",
+        "status",
+        "English",
+        0.95,
+    ),
+)
+
+
+def summary(r: dict) -> list[Row]:
+    """Rows 1a-1e: the poll's req/s against each baseline endpoint, as per-round ratios."""
+    rps = {ep: get(e, "rps_median") for ep, e in r.get("endpoints", {}).items()}
+    ratio = {name: get(v, "median") for name, v in r.get("ratios", {}).items()}
+    nc = ratio.get("status/status_nocheck")
+    rows = [
+        compare(
+            number,
+            figure,
+            rps.get(ep),
+            rps.get(base),
+            label,
+            0,
+            ratio=ratio.get(f"{ep}/{base}"),
+            target=f">= {floor}x",
+            ok=check(ratio.get(f"{ep}/{base}"), lambda v, floor=floor: v >= floor),
+        )
+        for number, figure, ep, base, label, floor in AT_LEAST
+    ]
+    return rows + [
+        Row(
+            "1c",
+            "reaper check on a healthy poll: throughput cost over HTTP (noisy)",
+            num(None if missing(nc) else 100 * (1 - nc), 1, " %"),
+            f"no check {num(rps.get('status_nocheck'), 0)} req/s",
+            num(nc, 2, "x"),
+            "<= 3 %",
+        ),
+        Row(
+            "1d",
+            "reaping UPDATE on every poll instead (for comparison)",
+            f"{num(rps.get('status_reap'), 0)} req/s",
+            f"status {num(rps.get('status'), 0)}",
+            num(ratio.get("status_reap/status"), 2, "x"),
+            "(design avoids it)",
+        ),
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """Section 1: every endpoint's rounds and every ratio's."""
+    return [
+        "## 1. Poll path, closed loop",
+        "",
+        f"One gunicorn gthread worker ({r['gunicorn_threads']} threads, the project's"
+        " `gunicorn.conf.py`, no access log), 32 users with one running job each."
+        f" wrk, {r['connections']} connections, {r['rounds']} rounds of"
+        f" {r['duration_s']:g} s per endpoint (order rotating), cycling through the 32"
+        " users' cookies. Medians over rounds; ratios are per round, then the median.",
+        "",
+        *wrk.endpoints_table(r["endpoints"]),
+        "",
+        *table(
+            ("ratio", "median", "per round"),
+            (
+                (name, f"{v['median']:.2f}", ", ".join(f"{x:.2f}" for x in v["rounds"]))
+                for name, v in r["ratios"].items()
+            ),
+        ),
+        "",
+        f"Jobs still running after the measurement: {r.get('jobs_running_after')} of"
+        f" {r.get('users')}; last fragment: {r.get('fragment_after')}.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import tempfile
 
 from . import wrk
 from .common import Database, Server, count_running, log, median, users_with_running_jobs
+from .table import Row, check, compare, get
 
 ENDPOINTS = ("status", "status_nometrics")
 
@@ -104,6 +105,48 @@ def main() -> None:
         for r in ep["rounds"]:
             r.pop("output", None)
     print(json.dumps(out, indent=2, default=str))
+
+
+NUMBER, NAME = "1f", "poll latency histogram"
+
+
+def summary(r: dict) -> list[Row]:
+    """Row 1f: the poll's req/s with its histogram against without (target: within 5 %)."""
+    ratio = get(r, "ratios", "status/status_nometrics", "median")
+    return [
+        compare(
+            "1f",
+            "status fragment with its latency histogram vs without, req/s",
+            get(r, "endpoints", "status", "rps_median"),
+            get(r, "endpoints", "status_nometrics", "rps_median"),
+            "no histogram",
+            0,
+            ratio=ratio,
+            target="within 5 %",
+            ok=check(ratio, lambda v: v >= 0.95),
+        )
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """Its section: both endpoints' rounds and the ratio's."""
+    v = r["ratios"]["status/status_nometrics"]
+    return [
+        "### The poll's latency histogram on against off",
+        "",
+        "bench/poll_metrics.py: one gthread worker, 32 users with one running job each"
+        + (", PROMETHEUS_MULTIPROC_DIR set" if r.get("multiproc") else "")
+        + f"; wrk, {r['connections']} connections, {r['rounds']} round(s) of"
+        f" {r['duration_s']:g} s per endpoint (order rotating). status_nometrics is the"
+        " same poll with the histogram's observe replaced by a no-op (bench/benchapp.py).",
+        "",
+        *wrk.endpoints_table(r["endpoints"]),
+        "",
+        f"Ratio status/status_nometrics: median {v['median']:.2f}, per round"
+        f" {', '.join(f'{x:.2f}' for x in v['rounds'])}. Jobs still running after the"
+        f" measurement: {r.get('jobs_running_after')} of {r.get('users')}.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import openloop
 from .common import Database, Server, count_running, log, run_alone, users_with_running_jobs
+from .table import Row, check, compare, num, plain, table
 
 
 def cpu_seconds(pid: int) -> float:
@@ -66,6 +67,76 @@ def run(
         result["jobs_running_after"] = count_running(db, users)
         result["worker_pid_unchanged"] = server.worker_pid() == pid
     return result
+
+
+NUMBER, NAME = "2", "poll path, open loop"
+# The rows of section 2, in order: what the timetable got, the poll beside the constant.
+KEYS = (
+    "achieved_rps p50_ms p90_ms p99_ms p999_ms max_ms service_p99_ms errors errors_by_kind"
+    " unfinished new_connections retries_on_closed_keepalive generator_lag_p99_ms"
+    " generator_cpu_share worker_cpu_share"
+).split()
+
+
+def summary(r: dict) -> list[Row]:
+    """Rows 2a-2c: the open loop's p99 (target < 100 ms), its errors, its p50."""
+    base = r.get("baseline_constant", {})
+    return [
+        compare(
+            "2a",
+            f"open loop {r.get('browsers')} browsers / {num(r.get('interval_s'), 0)} s"
+            f" ({num(r.get('target_rps'), 0)} req/s), 32 jobs running: p99",
+            r.get("p99_ms"),
+            base.get("p99_ms"),
+            "constant p99",
+            1,
+            " ms",
+            ratio_digits=1,
+            target="< 100 ms",
+            ok=check(r.get("p99_ms"), lambda v: v < 100),
+        ),
+        Row(
+            "2b",
+            "open loop: errors (of requests due)",
+            f"{r.get('errors')} of {r.get('measured')}",
+            f"constant {base.get('errors')} of {base.get('measured')}",
+            "",
+            "0",
+            check(r.get("errors"), lambda v: v == 0),
+        ),
+        compare(
+            "2c",
+            "open loop: p50",
+            r.get("p50_ms"),
+            base.get("p50_ms"),
+            "constant p50",
+            1,
+            " ms",
+            ratio_digits=1,
+        ),
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """Section 2: every figure of the timetable, the poll's beside the constant's."""
+    base = r.get("baseline_constant", {})
+    return [
+        "## 2. Poll path, open loop",
+        "",
+        f"bench/openloop.py: {r['browsers']} browsers, each polling every"
+        f" {r['interval_s']:g} s on a fixed timetable ({r['target_rps']:.0f} req/s),"
+        f" {r['warmup_s']:g} s warm-up then {r['duration_s']:g} s measured; latency from"
+        " the time each request was due (no coordinated omission); keep-alive per browser,"
+        " one retry on a connection the server closed while idle (as browsers do).",
+        f" {r.get('jobs')} jobs running throughout ({r.get('jobs_running_after')} still"
+        " running after). Baseline: the constant endpoint, same worker, same timetable.",
+        "",
+        *table(
+            ("", "status fragment", "constant (baseline)"),
+            ((k, plain(r.get(k)), plain(base.get(k))) for k in KEYS),
+        ),
+        "",
+    ]
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from .common import USER_AGENT, Database, log, run_alone
+from .table import Row, check, num, table
 
 
 def _best_ms(fn: Callable[[], object], n: int, repeats: int) -> float:
@@ -199,6 +200,42 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
     with app.app_context():
         sa.engine.dispose()
     return out
+
+
+NUMBER, NAME = "1c'", "where a poll's time goes"
+
+
+def summary(r: dict) -> list[Row]:
+    """Row 1c': the staleness column's share of a poll, its SELECT with and without it."""
+    try:
+        cost_ms = r["view_sql_raw_ms"] - r["view_sql_raw_nocheck_ms"]
+        share = cost_ms / r["request_status_ms"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        return []
+    return [
+        Row(
+            "1c'",
+            "reaper check on a healthy poll: staleness column's cost per poll"
+            " (in-process, precise)",
+            f"{num(1000 * cost_ms, 1, ' us')} = {num(100 * share, 2, ' %')} of a poll",
+            f"poll {num(r['request_status_ms'], 2, ' ms')} in-process",
+            num(1 + share, 3, "x"),
+            "<= 3 %",
+            check(share, lambda v: v <= 0.03),
+        )
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """Its section: every part's time per call."""
+    return [
+        "### Where a poll's time goes (in-process, one thread, best of 3)",
+        "",
+        *table(
+            ("part", "ms per call"), ((k.removesuffix("_ms"), f"{v:.3f}") for k, v in r.items())
+        ),
+        "",
+    ]
 
 
 def main() -> None:

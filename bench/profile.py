@@ -99,6 +99,27 @@ def profile_submit(db: Database, seconds: float) -> str:
     return summarize(raw)
 
 
+NUMBER, NAME = None, "py-spy on a miss"  # no row: a section, when the poll missed
+
+
+def summary(r: dict) -> list:
+    return []
+
+
+def details(r: dict) -> list[str]:
+    """Its section: where the GIL went, when the closed loop missed and it ran."""
+    if not r.get("summary"):
+        return []
+    return [
+        "### py-spy: the worker during the status run (GIL-holding samples)",
+        "",
+        "```",
+        *r["summary"].splitlines()[:32],
+        "```",
+        "",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(

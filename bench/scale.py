@@ -31,6 +31,7 @@ from .common import (
     run_alone,
     users_with_running_jobs,
 )
+from .table import Row, check, compare, get, num
 
 NO_WORK = {"ASSESSMENT_WORK_SECONDS": "0", "MAX_QUEUED_JOBS": "100000", "SIGNUP_POINTS": "100000"}
 
@@ -228,6 +229,80 @@ def run(db: Database, n: int = 100, backlog: int = 200, duration: float = 5.0) -
         except Exception as exc:  # noqa: BLE001 - one failed figure, the others go on
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
     return out
+
+
+NUMBER, NAME = "8", "scale"
+
+
+# Each step up beside the one before: (number, figure, part of the results, the figure's
+# path in it, the baseline's, the baseline's label, digits, unit).
+STEPS = (
+    (
+        "8a",
+        "POST -> running, median, JOB_EXECUTOR=procrastinate (1 worker)",
+        "submit",
+        ("procrastinate", "median_ms"),
+        ("thread", "median_ms"),
+        "thread",
+        2,
+        " ms",
+    ),
+    (
+        "8b",
+        "queued jobs started per second, 2 workers",
+        "started",
+        ("2_workers", "per_second"),
+        ("1_workers", "per_second"),
+        "1 worker",
+        0,
+        "/s",
+    ),
+    (
+        "8c",
+        "status fragment, closed loop, 2 web instances, req/s",
+        "poll",
+        ("2_instances_rps",),
+        ("1_instance_rps",),
+        "1 instance",
+        0,
+        "",
+    ),
+)
+
+
+def summary(r: dict) -> list[Row]:
+    """Rows 8a-8d: the queue executor, 2 workers, 2 web instances, the shared cache."""
+    ratio = {"submit": "ratio_median", "started": "ratio", "poll": "ratio"}
+    misses = r.get("misses", {})
+    return [
+        *(
+            compare(
+                number,
+                figure,
+                get(r, part, *path),
+                get(r, part, *base),
+                label,
+                digits,
+                unit,
+                ratio=get(r, part, ratio[part]),
+            )
+            for number, figure, part, path, base, label, digits, unit in STEPS
+        ),
+        Row(
+            "8d",
+            "upstream calls per 100 concurrent misses over 4 processes, shared cache",
+            num(misses.get("shared_on"), 0),
+            f"in-process cache only {num(misses.get('shared_off'), 0)}",
+            "",
+            "1",
+            check(misses.get("shared_on"), lambda v: v == 1),
+        ),
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """No section of its own: the summary's rows say it all."""
+    return []
 
 
 if __name__ == "__main__":

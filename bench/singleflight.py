@@ -22,6 +22,8 @@ from cachetools import TTLCache
 
 from app.caches.singleflight import CacheStats, SingleFlightCache
 
+from .table import Row, check, compare, div, num, table
+
 UPSTREAM_SECONDS = 0.05
 
 
@@ -125,6 +127,56 @@ def hits(n: int = 200_000, repeats: int = 7) -> dict:
 
 def run() -> dict:
     return {"misses": misses(), "hits": hits()}
+
+
+NUMBER, NAME = "4", "single-flight"
+LOOKUPS = ("singleflight_get", "singleflight_get_counter", "locked_ttlcache", "ttlcache", "dict")
+
+
+def summary(r: dict) -> list[Row]:
+    """Rows 4a-4b: upstream calls per 100 concurrent misses (target 1), a hit's cost."""
+    m, h = r.get("misses", {}), r.get("hits", {})
+    return [
+        compare(
+            "4a",
+            "upstream calls per 100 concurrent misses of one key"
+            f" (max of {m.get('rounds')} rounds)",
+            m.get("max_calls"),
+            m.get("naive_mean_calls"),
+            "check-then-fetch",
+            0,
+            target="1",
+            ok=check(m.get("max_calls"), lambda v: v == 1),
+        ),
+        Row(
+            "4b",
+            "cache hit, per call (`get(key, f, counter)` as jobs call it)",
+            num(h.get("singleflight_get_counter_ns"), 0, " ns"),
+            f"locked TTLCache {num(h.get('locked_ttlcache_ns'), 0, ' ns')};"
+            f" dict {num(h.get('dict_ns'), 0, ' ns')}",
+            num(div(h.get("singleflight_get_counter_ns"), h.get("locked_ttlcache_ns")), 1, "x"),
+            "(no target)",
+        ),
+    ]
+
+
+def details(r: dict) -> list[str]:
+    """Section 4: the calls of every round of misses, every lookup's time per hit."""
+    m, h = r["misses"], r["hits"]
+    return [
+        "## 4. Single-flight",
+        "",
+        f"Misses: {m['threads']} threads released by a barrier ask for one new"
+        " key whose upstream call takes 50 ms; upstream calls per round:"
+        f" {m['upstream_calls_per_round']} (check-then-fetch baseline:"
+        f" {m['naive_calls_per_round'][:5]}...).",
+        "",
+        f"Hits, ns per call (best of 7 x {h['calls']:,}; an empty call costs"
+        f" {h['empty_call_ns']:.0f} ns):",
+        "",
+        *table(("lookup", "ns"), ((k, f"{h[k + '_ns']:.0f}") for k in LOOKUPS)),
+        "",
+    ]
 
 
 def main() -> None:

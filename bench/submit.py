@@ -48,6 +48,7 @@ from .common import (
     run_alone,
     wait_until,
 )
+from .table import Row, compare, div, get, table
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SETTLE_PAUSE = 0.02  # after each submit, before the client starts asking whether it is done
@@ -333,6 +334,153 @@ def run(db: Database, n: int = 200, warmup: int = 10, forking: bool = True) -> d
         with rq_worker("rq.worker.Worker") as (redis, queue_name):
             out["rq_fork"] = rq_enqueue(redis, queue_name, n, warmup)
     return out
+
+
+NUMBER, NAME = "5", "submit"
+# Section 5's table: (label, the figures' path in the results).
+PATHS = (
+    ("ours: POST -> running", ("ours", "post_to_running")),
+    ("ours, part: POST -> INSERT (created_at)", ("ours", "post_to_insert")),
+    ("ours, part: INSERT -> running", ("ours", "insert_to_running")),
+    ("ours: POST -> 303 received", ("ours", "post_response")),
+    ("design floor (no Flask): POST -> running", ("floor", "post_to_running")),
+    ("the floor, part: POST -> INSERT (created_at)", ("floor", "post_to_insert")),
+    ("the floor, part: INSERT -> running", ("floor", "insert_to_running")),
+    ("Flask + RQ SimpleWorker: POST -> start", ("flask_rq_simple", "post_to_start")),
+    ("RQ SimpleWorker: enqueue -> start", ("rq_simple",)),
+    ("RQ Worker (fork): enqueue -> start", ("rq_fork",)),
+)
+
+
+def summary(r: dict) -> list[Row]:
+    """Rows 5a-5e: POST -> running against the design's floor, and against RQ's."""
+    ours = get(r, "ours", "post_to_running", default={})
+    floor = get(r, "floor", "post_to_running", default={})
+    ms = {"digits": 2, "unit": " ms"}
+    # Measured against the design's own floor: a Redis queue is not the step up (the
+    # queue executor, bench/scale.py, keeps job state in the ledger's database).
+    rows = [
+        compare(
+            "5a",
+            f"POST /assessments -> running, median (n={ours.get('n')})",
+            ours.get("median_ms"),
+            floor.get("median_ms"),
+            "the design's floor",
+            **ms,
+            target="(no target)",
+        ),
+        compare(
+            "5b",
+            "POST /assessments -> running, p99",
+            ours.get("p99_ms"),
+            floor.get("p99_ms"),
+            "the design's floor p99",
+            **ms,
+        ),
+        compare(
+            "5e",
+            "the design's floor: gunicorn + the INSERT + a thread + its BEGIN, no Flask, median",
+            floor.get("median_ms"),
+            get(r, "rq_simple", "median_ms"),
+            "RQ SimpleWorker",
+            **ms,
+        ),
+    ]
+    for number, figure, theirs in (
+        (
+            "5c",
+            "same POST path with an RQ enqueue instead (Flask + RQ SimpleWorker), median",
+            get(r, "flask_rq_simple", "post_to_start", "median_ms"),
+        ),
+        (
+            "5d",
+            "RQ default (forking) Worker enqueue -> start, median",
+            get(r, "rq_fork", "median_ms"),
+        ),
+    ):
+        rows.append(
+            compare(
+                number,
+                figure,
+                theirs,
+                ours.get("median_ms"),
+                "ours",
+                **ms,
+                ratio=div(ours.get("median_ms"), theirs),
+                ratio_unit="x (ours/them)",
+            )
+        )
+    return rows
+
+
+def details(r: dict) -> list[str]:
+    """Section 5: every path's percentiles, what they say, one round trip after idle."""
+    out = [
+        "## 5. Submit",
+        "",
+        f"{r['n']} submits (after 10 warm-up), one at a time, each job finished before the"
+        " next. Ours: client clock just before the POST's bytes leave a raw socket ->"
+        " started_at (database clock, same machine). RQ: clock before `enqueue()` -> the"
+        " job function's first line.",
+        "",
+        *table(
+            ("path", "median", "p90", "p99", "max"),
+            (
+                (label, *(f"{s[k]:.2f} ms" for k in ("median_ms", "p90_ms", "p99_ms", "max_ms")))
+                for label, path in PATHS
+                if (s := get(r, *path))
+            ),
+        ),
+    ]
+    if r.get("rq_error"):
+        out.append(f"\nRQ not measured: {r['rq_error']}")
+    out += _reading(r)
+    if trips := r.get("round_trip"):
+        out += [
+            "",
+            "One round trip (`SELECT 1`, Redis `PING`), back to back and after the"
+            f" {1000 * SETTLE_PAUSE:.0f} ms idle pause every submit above starts from:"
+            " what each hop between processes costs here.",
+            "",
+            *table(
+                ("round trip", "back to back, median", "after idle, median", "after idle, p90"),
+                (
+                    (
+                        name,
+                        f"{warm['median_ms']:.3f} ms",
+                        f"{idle['median_ms']:.3f} ms",
+                        f"{idle['p90_ms']:.3f} ms",
+                    )
+                    for name in ("postgres", "redis")
+                    if (warm := trips.get(f"{name}_back_to_back"))
+                    and (idle := trips.get(f"{name}_after_idle"))
+                ),
+            ),
+        ]
+    return [*out, ""]
+
+
+def _reading(r: dict) -> list[str]:
+    """What the submit figures say, computed from them: ours vs the floor vs RQ."""
+    ours, floor, rq = r.get("ours"), r.get("floor"), r.get("rq_simple")
+    if not (ours and floor and rq):
+        return []
+
+    def med(d, key):
+        return d[key]["median_ms"]
+
+    before = med(ours, "post_to_insert") - med(floor, "post_to_insert")
+    after = med(ours, "insert_to_running") - med(floor, "insert_to_running")
+    return [
+        "",
+        f"Reading: ours takes {before:.2f} ms more than the floor before its INSERT reaches"
+        " the database (Flask, the session, CSRF, the form, the place lookup) and"
+        f" {after:.2f} ms more after it (the runner, the job's app context and ORM session)."
+        f" The floor, which any implementation of the architecture's submit must pay (a web"
+        f" request, a durable INSERT, a thread that begins its own transaction), is"
+        f" {med(floor, 'post_to_running') / rq['median_ms']:.2f}x RQ SimpleWorker's"
+        " enqueue -> start, which has no web request and no durable write.",
+    ]
 
 
 def main() -> None:

@@ -7,6 +7,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .table import table
+
 LUA = Path(__file__).resolve().parent / "rotate.lua"
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}
 
@@ -79,3 +81,21 @@ def run(
     if m := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
         errors += int(m.group(1))
     return WrkResult(rps, total, p50, p99, errors, out)
+
+
+def endpoints_table(endpoints: dict[str, dict]) -> list[str]:
+    """The report's table of endpoints measured in rounds: medians, each round, errors."""
+    return table(
+        ("endpoint", "req/s (median)", "per round", "p50", "p99", "errors"),
+        (
+            (
+                name,
+                f"{e['rps_median']:.0f}",
+                ", ".join(f"{x['rps']:.0f}" for x in e["rounds"]),
+                f"{e['p50_ms_median']:.1f} ms",
+                f"{e['p99_ms_median']:.1f} ms",
+                e["errors"],
+            )
+            for name, e in endpoints.items()
+        ),
+    )
