@@ -434,19 +434,25 @@ def servers(*items: Server) -> Iterator[tuple[Server, ...]]:
             item.stop()
 
 
-def run_alone(run, doc: str, **options) -> None:
-    """Run one benchmark on a database of its own; print its figures as JSON.
+def run_alone(run, doc: str, database: bool = True, **options) -> None:
+    """Run one benchmark by itself and print its figures as JSON: `python -m bench.<name>`.
 
-    Each option (name=default) becomes a --name flag passed on to run() by name.
+    run(db, **options) is called as bench/run.py calls it, db a fresh database of its own
+    (dropped after; None with database=False, for the in-process ones). Each option
+    (name=default) becomes a flag --name, a switch where the default is False.
     """
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     for name, default in options.items():
-        parser.add_argument(f"--{name}", type=type(default), default=default)
+        if default is False:
+            parser.add_argument(f"--{name}", action="store_true")
+        else:
+            parser.add_argument(f"--{name}", type=type(default), default=default)
     args = parser.parse_args()
     raise_fd_limit()
-    db = Database()
+    db = Database() if database else None
     try:
         out = run(db, **vars(args))
     finally:
-        db.close()
-    print(json.dumps(out, indent=2))
+        if db is not None:
+            db.close()
+    print(json.dumps(out, indent=2, default=str))

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import ROOT, log
+from .common import ROOT, log, run_alone
 from .table import Row, check, compare, div, get, mib, num, table
 
 BASELINE_REV = "1e4a714"  # the resolver before places were read from Japan Post's data
@@ -198,7 +198,7 @@ def memory() -> dict:
     return out
 
 
-def run(quick: bool = False) -> dict:
+def run(db: None = None, quick: bool = False) -> dict:
     log("places: resolver per-query time, product vs the resolver before it")
     result = timings(rounds=5 if quick else 11, seconds=0.02 if quick else 0.05)
     log("places: memory of each index in a fresh interpreter")
@@ -276,7 +276,7 @@ def details(r: dict) -> list[str]:
 
 
 def main() -> None:
-    print(json.dumps(run("--quick" in sys.argv), indent=2))
+    run_alone(run, __doc__, database=False, quick=False)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,6 @@ median over rounds is reported.
     python -m bench.poll_closed [--rounds 3] [--duration 6]
 """
 
-import argparse
-import json
-
 import requests
 
 from . import wrk
@@ -30,6 +27,7 @@ from .common import (
     count_running,
     log,
     median,
+    run_alone,
     users_with_running_jobs,
 )
 from .table import Row, check, compare, get, missing, num, table
@@ -57,6 +55,7 @@ def run(
     n_users: int = 32,
     threads: str = "8",
 ) -> dict:
+    wrk.require()
     db.truncate()
     server = Server(
         db.url, "poll_closed", MAX_CONCURRENT_JOBS=str(n_users), GUNICORN_THREADS=threads
@@ -136,23 +135,7 @@ def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=6)
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--threads", default="8", help="GUNICORN_THREADS")
-    args = parser.parse_args()
-    db = Database()
-    try:
-        out = run(
-            db, args.rounds, args.duration, connections=args.connections, threads=args.threads
-        )
-    finally:
-        db.close()
-    for ep in out["endpoints"].values():
-        for r in ep["rounds"]:
-            r.pop("output", None)
-    print(json.dumps(out, indent=2, default=str))
+    run_alone(run, __doc__, rounds=3, duration=6.0, connections=16, threads="8")
 
 
 NUMBER, NAME = "1", "poll path, closed loop"

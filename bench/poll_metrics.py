@@ -15,12 +15,18 @@ target is at least 0.95. --multiproc runs the server with PROMETHEUS_MULTIPROC_D
     python -m bench.poll_metrics [--rounds 4] [--duration 5] [--multiproc]
 """
 
-import argparse
-import json
 import tempfile
 
 from . import wrk
-from .common import Database, Server, count_running, log, median, users_with_running_jobs
+from .common import (
+    Database,
+    Server,
+    count_running,
+    log,
+    median,
+    run_alone,
+    users_with_running_jobs,
+)
 from .table import Row, check, compare, get
 
 ENDPOINTS = ("status", "status_nometrics")
@@ -42,6 +48,7 @@ def run(
     n_users: int = 32,
     multiproc: bool = False,
 ) -> dict:
+    wrk.require()
     db.truncate()
     env = {"MAX_CONCURRENT_JOBS": str(n_users)}
     with tempfile.TemporaryDirectory(prefix="prometheus-") as metrics_dir:
@@ -88,23 +95,7 @@ def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--duration", type=float, default=5)
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--multiproc", action="store_true")
-    args = parser.parse_args()
-    db = Database()
-    try:
-        out = run(
-            db, args.rounds, args.duration, connections=args.connections, multiproc=args.multiproc
-        )
-    finally:
-        db.close()
-    for ep in out["endpoints"].values():
-        for r in ep["rounds"]:
-            r.pop("output", None)
-    print(json.dumps(out, indent=2, default=str))
+    run_alone(run, __doc__, rounds=4, duration=5.0, connections=16, multiproc=False)
 
 
 NUMBER, NAME = "1f", "poll latency histogram"

@@ -10,8 +10,8 @@ numbers go to bench/logs/results.json, server logs to bench/logs/*.log.
 
 import argparse
 import datetime
+import importlib
 import json
-import math
 import os
 import platform
 import shlex
@@ -21,22 +21,25 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from . import wrk
+from . import profile, wrk
 from .common import LOGS, ROOT, Database, log, raise_fd_limit
+from .report import render
 
-ALL = (
-    "singleflight",
-    "poll_closed",
-    "poll_parts",
-    "poll_open",
-    "poll_metrics",
-    "recovery",
-    "outage",
-    "submit",
-    "memory",
-    "places",
-    "scale",
-)
+# Every benchmark, in the order they run: its options for `make bench`, then for --quick.
+# Each is bench/<name>.py, whose run(db, **options) returns its figures.
+PLAN = {
+    "singleflight": ({}, {}),
+    "poll_closed": ({"rounds": 4, "duration": 5}, {"rounds": 1, "duration": 3}),
+    "poll_parts": ({"n": 500}, {"n": 100}),
+    "poll_open": ({"duration": 30, "warmup": 5}, {"duration": 10, "warmup": 3}),
+    "poll_metrics": ({"rounds": 4, "duration": 5}, {"rounds": 1, "duration": 3}),
+    "recovery": ({"kills": 5, "term_sizes": (1, 8, 32)}, {"kills": 2, "term_sizes": (8,)}),
+    "outage": ({"jobs": 32}, {"jobs": 8}),
+    "submit": ({"n": 200}, {"n": 40}),
+    "memory": ({}, {}),
+    "places": ({}, {"quick": True}),
+    "scale": ({"n": 100, "duration": 5}, {"n": 40, "duration": 3}),
+}
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
 
@@ -101,13 +104,13 @@ def machine(db: Database) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(ALL), help="comma-separated benchmarks")
+    parser.add_argument("--only", default=",".join(PLAN), help="comma-separated benchmarks")
     parser.add_argument("--quick", action="store_true", help="shorter runs (a smoke test)")
     parser.add_argument("--no-profile", action="store_true", help="no py-spy on a miss")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args()
     only = [name.strip() for name in args.only.split(",") if name.strip()]
-    unknown = set(only) - set(ALL)
+    unknown = set(only) - set(PLAN)
     if unknown:
         parser.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
     raise_fd_limit()
@@ -129,99 +132,21 @@ def main() -> None:
             t0 = time.monotonic()
             log(f"== {name}")
             try:
-                results[name] = _run_one(name, db, q)
+                full, quick = PLAN[name]
+                module = importlib.import_module(f"bench.{name}")
+                results[name] = module.run(db, **(quick if q else full))
             except Exception as exc:  # noqa: BLE001 - one failed benchmark, the others go on
                 log(f"{name} FAILED: {type(exc).__name__}: {exc}")
                 results[name] = {"error": f"{type(exc).__name__}: {exc}"}
             results.setdefault("seconds", {})[name] = round(time.monotonic() - t0, 1)
         if not args.no_profile and "poll_closed" in results:
-            results["profile"] = _profile_on_miss(db, results["poll_closed"], q)
+            results["profile"] = profile.on_miss(db, results["poll_closed"], q)
     finally:
         db.close()
     results["total_seconds"] = round(time.monotonic() - started, 1)
     (LOGS / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    from .report import render
-
     Path(args.output).write_text(render(results))
     log(f"wrote {args.output} in {results['total_seconds']:.0f} s")
-
-
-def _run_one(name: str, db: Database, quick: bool) -> dict:
-    if name == "singleflight":
-        from . import singleflight
-
-        return singleflight.run()
-    if name == "poll_closed":
-        from . import poll_closed
-
-        if not wrk.available():
-            return {"error": "wrk is not installed (apt-get install wrk)"}
-        return poll_closed.run(db, rounds=1 if quick else 4, duration=3 if quick else 5)
-    if name == "poll_parts":
-        from . import poll_parts
-
-        return poll_parts.run(db, n=100 if quick else 500)
-    if name == "poll_open":
-        from . import poll_open
-
-        return poll_open.run(db, duration=10 if quick else 30, warmup=3 if quick else 5)
-    if name == "poll_metrics":
-        from . import poll_metrics
-
-        if not wrk.available():
-            return {"error": "wrk is not installed (apt-get install wrk)"}
-        return poll_metrics.run(db, rounds=1 if quick else 4, duration=3 if quick else 5)
-    if name == "recovery":
-        from . import recovery
-
-        return recovery.run(db, kills=2 if quick else 5, term_sizes=(8,) if quick else (1, 8, 32))
-    if name == "outage":
-        from . import outage
-
-        return outage.run(db, jobs=8 if quick else 32)
-    if name == "submit":
-        from . import submit
-
-        return submit.run(db, n=40 if quick else 200)
-    if name == "memory":
-        from . import memory
-
-        return memory.run(db)
-    if name == "places":
-        from . import places
-
-        return places.run(quick)
-    if name == "scale":
-        from . import scale
-
-        return scale.run(db, n=40 if quick else 100, duration=3 if quick else 5)
-    raise ValueError(name)
-
-
-def _profile_on_miss(db: Database, closed: dict, quick: bool) -> dict | None:
-    """py-spy on the worker while wrk drives the status fragment, if its ratio missed."""
-    ratios = closed.get("ratios", {})
-    ok = all(
-        not math.isnan(ratios.get(key, {}).get("median", math.nan))
-        and ratios[key]["median"] >= target
-        for key, target in (("status/constant", 0.5), ("status/select1", 1.0))
-    )
-    if ok:
-        return None
-    from . import poll_closed, profile
-    from .common import Server, users_with_running_jobs
-
-    log("poll path missed: profiling the status fragment with py-spy")
-    try:
-        db.truncate()
-        with Server(db.url, "profile", MAX_CONCURRENT_JOBS="32") as server:
-            users = users_with_running_jobs(server, db, 32, "prof")
-            lines = [(poll_closed.paths(u)["status"], u.cookie) for u in users]
-            summary = profile.profile(server, lines, "status", 5 if quick else 10)
-        (LOGS / "profile-status-summary.txt").write_text(summary)
-        return {"summary": summary}
-    except Exception as exc:  # noqa: BLE001 - the figures stand without the profile
-        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":

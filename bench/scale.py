@@ -133,8 +133,7 @@ def contextmanager_all(managers):
 
 
 def poll_throughput(db: Database, duration: float) -> dict:
-    if not wrk.available():
-        return {"error": "wrk is not installed (apt-get install wrk)"}
+    wrk.require()
     truncate(db)
     with Server(db.url, "scale-poll-a") as a, Server(db.url, "scale-poll-b") as b:
         users = users_with_running_jobs(a, db, 32, "scalepoll")
@@ -305,5 +304,9 @@ def details(r: dict) -> list[str]:
     return []
 
 
-if __name__ == "__main__":
+def main() -> None:
     run_alone(run, __doc__, n=100, backlog=200, duration=5.0)
+
+
+if __name__ == "__main__":
+    main()

@@ -12,8 +12,6 @@ In-process, against app.singleflight.SingleFlightCache:
     python -m bench.singleflight
 """
 
-import argparse
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +20,7 @@ from cachetools import TTLCache
 
 from app.caches.singleflight import CacheStats, SingleFlightCache
 
+from .common import run_alone
 from .table import Row, check, compare, div, num, table
 
 UPSTREAM_SECONDS = 0.05
@@ -125,7 +124,8 @@ def hits(n: int = 200_000, repeats: int = 7) -> dict:
     return out
 
 
-def run() -> dict:
+def run(db: None = None) -> dict:
+    """Both, in this process (no database)."""
     return {"misses": misses(), "hits": hits()}
 
 
@@ -180,8 +180,7 @@ def details(r: dict) -> list[str]:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    print(json.dumps(run(), indent=2))
+    run_alone(run, __doc__, database=False)
 
 
 if __name__ == "__main__":

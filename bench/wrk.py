@@ -32,6 +32,12 @@ def available() -> bool:
     return shutil.which("wrk") is not None
 
 
+def require() -> None:
+    """Fail before a closed-loop benchmark starts its server, if there is no wrk to drive it."""
+    if not available():
+        raise RuntimeError("wrk is not installed (apt-get install wrk)")
+
+
 def _ms(value: str) -> float:
     number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", value).groups()
     return float(number) * UNITS[unit]
