@@ -26,13 +26,19 @@ from .common import (
     Server,
     count_running,
     log,
-    median,
     run_alone,
     users_with_running_jobs,
 )
 from .table import Row, check, compare, get, missing, num, table
 
 ENDPOINTS = ("constant", "select1", "status", "status_nocheck", "status_reap", "status_ja")
+RATIOS = (
+    "status/constant",
+    "status/select1",
+    "status/status_nocheck",
+    "status_reap/status",
+    "status_ja/status",
+)
 
 
 def paths(user) -> dict[str, str]:
@@ -83,52 +89,22 @@ def run(
                     raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
                 skipped[ep] = f"answered {r.status_code}; see {server.log_path}"
                 log(f"poll_closed: {ep} skipped: {skipped[ep]}")
-        measured = tuple(ep for ep in ENDPOINTS if ep not in skipped)
+        measured = {ep: lines[ep] for ep in ENDPOINTS if ep not in skipped}
         log(f"poll_closed: warm-up {warmup:g} s per endpoint")
-        for ep in measured:
-            wrk.run(server.url, lines[ep], warmup, connections)
-        results: dict[str, list[dict]] = {ep: [] for ep in measured}
-        for r in range(rounds):
-            order = measured[r % len(measured) :] + measured[: r % len(measured)]
-            for ep in order:
-                res = wrk.run(server.url, lines[ep], duration, connections)
-                results[ep].append(res.brief())
-                log(f"poll_closed round {r + 1}/{rounds} {ep}: {res.rps:.0f} req/s")
+        endpoints = wrk.rounds(
+            server.url, measured, rounds, duration, warmup, connections, "poll_closed"
+        )
         running_after = count_running(db, users)
         fragment_after = users[-1].status()
-    rps = {ep: [x["rps"] for x in results[ep]] for ep in measured}
-
-    def ratio(a: str, b: str) -> dict:
-        if a not in rps or b not in rps:
-            return {"median": float("nan"), "rounds": [], "skipped": True}
-        per_round = [x / y for x, y in zip(rps[a], rps[b], strict=True)]
-        return {"median": median(per_round), "rounds": per_round}
-
     return {
         "rounds": rounds,
         "duration_s": duration,
         "connections": connections,
         "gunicorn_threads": int(threads),
         "users": n_users,
-        "endpoints": {
-            ep: {
-                "rps_median": median(rps[ep]),
-                "p50_ms_median": median([x["p50_ms"] for x in results[ep]]),
-                "p99_ms_median": median([x["p99_ms"] for x in results[ep]]),
-                "errors": sum(x["errors"] for x in results[ep]),
-                "requests": sum(x["requests"] for x in results[ep]),
-                "rounds": results[ep],
-            }
-            for ep in measured
-        },
+        "endpoints": endpoints,
         "skipped": skipped,
-        "ratios": {
-            "status/constant": ratio("status", "constant"),
-            "status/select1": ratio("status", "select1"),
-            "status/status_nocheck": ratio("status", "status_nocheck"),
-            "status_reap/status": ratio("status_reap", "status"),
-            "status_ja/status": ratio("status_ja", "status"),
-        },
+        "ratios": {name: wrk.ratio(endpoints, *name.split("/")) for name in RATIOS},
         "jobs_running_after": running_after,
         "fragment_after": fragment_after,
     }

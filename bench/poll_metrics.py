@@ -18,15 +18,7 @@ target is at least 0.95. --multiproc runs the server with PROMETHEUS_MULTIPROC_D
 import tempfile
 
 from . import wrk
-from .common import (
-    Database,
-    Server,
-    count_running,
-    log,
-    median,
-    run_alone,
-    users_with_running_jobs,
-)
+from .common import Database, Server, count_running, run_alone, users_with_running_jobs
 from .table import Row, check, compare, get
 
 ENDPOINTS = ("status", "status_nometrics")
@@ -61,35 +53,18 @@ def run(
                 r = users[0].http.get(server.url + lines[ep][0][0])
                 if r.status_code != 200 or 'data-status="running"' not in r.text:
                     raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
-            for ep in ENDPOINTS:
-                wrk.run(server.url, lines[ep], warmup, connections)
-            results: dict[str, list[dict]] = {ep: [] for ep in ENDPOINTS}
-            for r in range(rounds):
-                order = ENDPOINTS[r % 2 :] + ENDPOINTS[: r % 2]
-                for ep in order:
-                    res = wrk.run(server.url, lines[ep], duration, connections)
-                    results[ep].append(res.brief())
-                    log(f"poll_metrics round {r + 1}/{rounds} {ep}: {res.rps:.0f} req/s")
+            endpoints = wrk.rounds(
+                server.url, lines, rounds, duration, warmup, connections, "poll_metrics"
+            )
             running_after = count_running(db, users)
-    rps = {ep: [x["rps"] for x in results[ep]] for ep in ENDPOINTS}
-    per_round = [a / b for a, b in zip(rps["status"], rps["status_nometrics"], strict=True)]
     return {
         "rounds": rounds,
         "duration_s": duration,
         "connections": connections,
         "users": n_users,
         "multiproc": multiproc,
-        "endpoints": {
-            ep: {
-                "rps_median": median(rps[ep]),
-                "p50_ms_median": median([x["p50_ms"] for x in results[ep]]),
-                "p99_ms_median": median([x["p99_ms"] for x in results[ep]]),
-                "errors": sum(x["errors"] for x in results[ep]),
-                "rounds": results[ep],
-            }
-            for ep in ENDPOINTS
-        },
-        "ratios": {"status/status_nometrics": {"median": median(per_round), "rounds": per_round}},
+        "endpoints": endpoints,
+        "ratios": {"status/status_nometrics": wrk.ratio(endpoints, "status", "status_nometrics")},
         "jobs_running_after": running_after,
     }
 

@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .common import log, median
 from .table import table
 
 LUA = Path(__file__).resolve().parent / "rotate.lua"
@@ -87,6 +88,52 @@ def run(
     if m := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
         errors += int(m.group(1))
     return WrkResult(rps, total, p50, p99, errors, out)
+
+
+def rounds(
+    url: str,
+    lines: dict[str, list[tuple[str, str]]],
+    rounds: int,
+    duration: float,
+    warmup: float,
+    connections: int,
+    tag: str,
+) -> dict[str, dict]:
+    """Warm each endpoint up, then drive each in turn for rounds rounds, the order rotating.
+
+    Returns per endpoint the medians over rounds (req/s, p50, p99), the errors and requests
+    in all, and each round's figures.
+    """
+    names = tuple(lines)
+    for name in names:
+        run(url, lines[name], warmup, connections)
+    measured: dict[str, list[dict]] = {name: [] for name in names}
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            res = run(url, lines[name], duration, connections)
+            measured[name].append(res.brief())
+            log(f"{tag} round {r + 1}/{rounds} {name}: {res.rps:.0f} req/s")
+    return {
+        name: {
+            "rps_median": median([x["rps"] for x in each]),
+            "p50_ms_median": median([x["p50_ms"] for x in each]),
+            "p99_ms_median": median([x["p99_ms"] for x in each]),
+            "errors": sum(x["errors"] for x in each),
+            "requests": sum(x["requests"] for x in each),
+            "rounds": each,
+        }
+        for name, each in measured.items()
+    }
+
+
+def ratio(endpoints: dict[str, dict], a: str, b: str) -> dict:
+    """a's req/s over b's per round (measured minutes apart at most), and the median."""
+    if a not in endpoints or b not in endpoints:
+        return {"median": float("nan"), "rounds": [], "skipped": True}
+    pairs = zip(endpoints[a]["rounds"], endpoints[b]["rounds"], strict=True)
+    per_round = [x["rps"] / y["rps"] for x, y in pairs]
+    return {"median": median(per_round), "rounds": per_round}
 
 
 def endpoints_table(endpoints: dict[str, dict]) -> list[str]:
