@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -419,6 +419,20 @@ def percentile(values: list[float], p: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def best_ns(fn: Callable[[], object], n: int, repeats: int) -> float:
+    """Nanoseconds per call of fn called n times in a row, the best of repeats runs.
+
+    The best run is the one the shared machine disturbed least.
+    """
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best
 
 
 @contextlib.contextmanager

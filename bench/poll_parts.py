@@ -20,21 +20,14 @@ database and the best of a few repeats is kept. The parts add up to roughly one 
 
 import os
 import re
-import time
 from collections.abc import Callable
 
-from .common import USER_AGENT, Database, log, run_alone
+from .common import USER_AGENT, Database, best_ns, log, run_alone
 from .table import Row, check, num, table
 
 
 def _best_ms(fn: Callable[[], object], n: int, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best * 1e3
+    return best_ns(fn, n, repeats) / 1e6
 
 
 def _psycopg_sql(sql: str) -> str:

@@ -20,7 +20,7 @@ from cachetools import TTLCache
 
 from app.caches.singleflight import CacheStats, SingleFlightCache
 
-from .common import run_alone
+from .common import best_ns, run_alone
 from .table import Row, check, compare, div, num, table
 
 UPSTREAM_SECONDS = 0.05
@@ -81,16 +81,6 @@ def misses(rounds: int = 20, threads: int = 100) -> dict:
     }
 
 
-def _per_call_ns(fn: Callable[[], object], n: int, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter_ns() - t0) / n)
-    return best
-
-
 def hits(n: int = 200_000, repeats: int = 7) -> dict:
     key = ("elevation", "12/3640/1514")
     value = {"min_m": 1.0}
@@ -109,17 +99,17 @@ def hits(n: int = 200_000, repeats: int = 7) -> dict:
         with lock:
             return ttl[key]
 
-    loop = _per_call_ns(lambda: None, n, repeats)  # the loop and call overhead itself
+    loop = best_ns(lambda: None, n, repeats)  # the loop and call overhead itself
     out = {
         "calls": n,
         "empty_call_ns": loop,
-        "singleflight_get_ns": _per_call_ns(lambda: cache.get(key, factory), n, repeats),
-        "singleflight_get_counter_ns": _per_call_ns(
+        "singleflight_get_ns": best_ns(lambda: cache.get(key, factory), n, repeats),
+        "singleflight_get_counter_ns": best_ns(
             lambda: cache.get(key, factory, counter), n, repeats
         ),
-        "dict_ns": _per_call_ns(lambda: plain[key], n, repeats),
-        "ttlcache_ns": _per_call_ns(lambda: ttl[key], n, repeats),
-        "locked_ttlcache_ns": _per_call_ns(locked_ttl, n, repeats),
+        "dict_ns": best_ns(lambda: plain[key], n, repeats),
+        "ttlcache_ns": best_ns(lambda: ttl[key], n, repeats),
+        "locked_ttlcache_ns": best_ns(locked_ttl, n, repeats),
     }
     return out
 
