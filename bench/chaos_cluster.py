@@ -63,7 +63,8 @@ class Slot:
         env = {**ENV, "FAILPOINTS": f"{armed}=kill" if armed else ""}
         name = f"{self.name}-{self.generation}"
         if self.kind == "web":
-            self.child = Server(self.db_url, f"{self.logs.name}/{name}", module="wsgi:app", **env)
+            log_path = self.logs / f"{name}.log"
+            self.child = Server(self.db_url, name, module="wsgi:app", log_path=log_path, **env)
         else:
             self.child = Worker(self.db_url, self.logs / f"{name}.log", **env)
         self.child.start(timeout=START_TIMEOUT)

@@ -162,10 +162,13 @@ class Process:
 class Worker(Process):
     """`flask --app wsgi worker`: a queue worker (JOB_EXECUTOR=procrastinate) on a database."""
 
+    defaults = SERVER_ENV  # the environment under the caller's (tests/live.py: its own)
+    start_timeout: float = 60
+
     def __init__(self, database_url: str, log_path: Path, **env: str):
         self.env = {
             **os.environ,
-            **SERVER_ENV,
+            **self.defaults,
             "JOB_EXECUTOR": "procrastinate",
             **env,
             "DATABASE_URL": database_url,
@@ -178,9 +181,10 @@ class Worker(Process):
     def pid(self) -> int:
         return self.proc.pid
 
-    def start(self, timeout: float = 60) -> "Worker":
+    def start(self, timeout: float | None = None) -> "Worker":
         """Start the worker and wait until procrastinate says it is taking jobs."""
         self.spawn([str(BIN / "flask"), "--app", "wsgi", "worker"])
+        timeout = timeout or self.start_timeout
         deadline = time.monotonic() + timeout
         while b"Starting worker on" not in self.log_path.read_bytes():
             if self.proc.poll() is not None:
@@ -201,8 +205,12 @@ class Server(Process):
     """gunicorn -c gunicorn.conf.py MODULE on a free port: one gthread worker, no control socket.
 
     The project's gunicorn.conf.py is used as it is: its on_starting migrates the
-    database that DATABASE_URL names, its worker_exit settles jobs on SIGTERM.
+    database that DATABASE_URL names, its worker_exit settles jobs on SIGTERM. The log
+    goes to bench/logs/<name>.log unless log_path says otherwise.
     """
+
+    defaults = SERVER_ENV  # the environment under the caller's (tests/live.py: its own)
+    start_timeout: float = 60
 
     def __init__(
         self,
@@ -211,11 +219,14 @@ class Server(Process):
         module: str = "bench.benchapp:app",
         conf: bool = True,
         args: tuple[str, ...] = (),
+        *,
+        port: int | None = None,
+        log_path: Path | None = None,
         **env: str,
     ):
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **SERVER_ENV, **env, "PORT": str(self.port)}
+        self.env = {**os.environ, **self.defaults, **env, "PORT": str(self.port)}
         if database_url:
             self.env["DATABASE_URL"] = database_url
         self.env["PYTHONPATH"] = str(ROOT)
@@ -226,17 +237,18 @@ class Server(Process):
             self.argv = [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", *args, module]
         else:
             self.argv = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{self.port}", *args, module]
-        LOGS.mkdir(parents=True, exist_ok=True)
-        self.log_path = LOGS / f"{name}.log"
+        self.log_path = log_path or LOGS / f"{name}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60) -> "Server":
+    def start(self, timeout: float | None = None) -> "Server":
         self.spawn(self.argv, self.cwd)
         self.wait_ready(timeout)
         return self
 
-    def wait_ready(self, timeout: float = 60, not_pid: int | None = None) -> int:
+    def wait_ready(self, timeout: float | None = None, not_pid: int | None = None) -> int:
         """Wait until a worker answers /healthz (a new one, if not_pid is given)."""
+        timeout = timeout or self.start_timeout
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

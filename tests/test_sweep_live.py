@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.common import BIN, ROOT, free_port
 from tests.conftest import wait_for
-from tests.live import BIN, FAST, ROOT, User, free_port
+from tests.live import FAST, User
 from tests.test_crash import ledger_check, only_job
 
 pytestmark = pytest.mark.server
