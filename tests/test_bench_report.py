@@ -8,13 +8,16 @@ more where the report computes a ratio or a difference from it. RESULTS-a4f4081.
 RESULTS.md as it was committed. No server, no database: the report is a function of data.
 """
 
+import importlib
+import inspect
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from bench.report import render
+from bench.report import SECTIONS, render
+from bench.run import PLAN
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "bench"
 
@@ -58,3 +61,14 @@ def test_a_benchmark_that_failed_says_so_in_the_summary_and_below(results):
     assert "## 3b. Database outage" not in page
     assert "- outage: RuntimeError: server not ready after 60 s" in page
     assert "| 3c |" in page and "| 4a |" in page  # the others still report
+
+
+@pytest.mark.parametrize("name", list(PLAN))
+def test_every_planned_benchmark_runs_and_reports_one_way(name):
+    module = importlib.import_module(f"bench.{name}")
+    parameters = inspect.signature(module.run).parameters
+    assert next(iter(parameters)) == "db"
+    for options in PLAN[name]:  # make bench's, then --quick's: each a parameter of run()
+        assert set(options) <= set(parameters), options
+    assert name in SECTIONS and module.NUMBER and module.NAME
+    assert callable(module.summary) and callable(module.details)
