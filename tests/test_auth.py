@@ -277,3 +277,27 @@ def test_a_signed_out_submit_goes_to_login_and_writes_nothing(client, actions, s
     assert response.status_code == 302
     assert response.headers["Location"] == "/login?next=/assessments"
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+
+
+def test_a_wrong_password_costs_the_same_work_whether_or_not_the_account_exists(
+    client, actions, monkeypatch
+):
+    # Timing would tell which emails have accounts if an unknown one skipped the hash.
+    # Count the work instead of the time: each path checks exactly one hash of one kind.
+    from app.points import accounts
+
+    actions.signup("known@example.com")
+    client.post("/logout", data={"csrf_token": actions.token("/")})
+    checked = []
+    real = accounts.check_password_hash
+
+    def counting(pwhash, password):
+        checked.append(pwhash.split("$", 1)[0])  # the method and its cost parameters
+        return real(pwhash, password)
+
+    monkeypatch.setattr(accounts, "check_password_hash", counting)
+    assert actions.login("known@example.com", "guess-wrong").status_code == 400
+    known = list(checked)
+    checked.clear()
+    assert actions.login("unknown@example.com", "guess-wrong").status_code == 400
+    assert known == checked and len(known) == 1, (known, checked)

@@ -1,5 +1,8 @@
 """Accounts: creating users with their signup points, and checking passwords."""
 
+import functools
+import secrets
+
 from psycopg.errors import UniqueViolation
 from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import IntegrityError
@@ -39,10 +42,21 @@ def find_by_email(email: str) -> User | None:
     return db.session.scalar(select(User).where(func.lower(User.email) == email.strip().lower()))
 
 
+@functools.cache
+def _dummy_hash() -> str:
+    # Hashed as a user's password is (the same method and cost), of a password nobody knows.
+    return generate_password_hash(secrets.token_hex(16))
+
+
 def authenticate(email: str, password: str) -> User | None:
     """Return the user if the password is right, else None."""
     user = find_by_email(email)
-    if user is None or not check_password_hash(user.password_hash, password):
+    if user is None:
+        # An unknown email costs the same hash check as a wrong password: otherwise the
+        # time of the answer tells which emails have accounts.
+        check_password_hash(_dummy_hash(), password)
+        return None
+    if not check_password_hash(user.password_hash, password):
         return None
     return user
 
