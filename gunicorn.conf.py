@@ -25,6 +25,11 @@ timeout = 60
 keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESSLOG", "-") or None  # "" turns it off
 control_socket_disable = True  # several servers (tests, benchmarks) run side by side
+# Whose X-Forwarded-Proto and SCRIPT_NAME headers to believe: nobody's unless set. gunicorn's
+# own default trusts loopback, so any local process (or a proxy relaying anyone's headers)
+# could set them, and a SCRIPT_NAME the path does not start with was a 500. Behind a proxy,
+# name its address in FORWARDED_ALLOW_IPS (README, "Behind a proxy").
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "")
 
 if os.environ.get("LOG_FORMAT") == "json":
     # gunicorn's own lines as JSON too, from its first one: everything goes through the
@@ -81,6 +86,7 @@ def post_worker_init(worker):
     come too late; settling at the signal tells users the truth at once.
     """
     gc.freeze()  # the app the worker just built lives as long as the worker
+    _guard_own_errors(worker.wsgi.extensions["security_headers"])
     from app.database import dbretry
     from app.jobs import housekeeping
 
@@ -111,6 +117,35 @@ def post_worker_init(worker):
         threading.Thread(target=finish, name="drain", daemon=True).start()
 
     signal.signal(signal.SIGTERM, finish_then_drain if DRAIN_SECONDS > 0 else settle_then_drain)
+
+
+def _guard_own_errors(headers: list[tuple[str, str]]) -> None:
+    """Give the answers gunicorn writes itself (414, 431, 400...) the app's security headers.
+
+    gunicorn writes them before any WSGI app sees the request, through util.write_error,
+    its one writer of such answers (workers/base.py, handle_error), which takes no headers;
+    this replaces it in the worker with one that sends the headers Flask's pages carry
+    (app/web/headers.py computes them). tests/test_headers.py checks a 414 and a 431.
+    """
+    import html
+
+    from gunicorn import util
+
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
+
+    def write_error(sock, status_int, reason, mesg):
+        body = (
+            f"<!doctype html><title>{html.escape(reason)}</title>"
+            f"<h1>{html.escape(reason)}</h1><p>{html.escape(mesg)}</p>\n"
+        ).encode("latin1", "replace")
+        head = (
+            f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: text/html\r\nContent-Length: {len(body)}\r\n"
+            f"Cache-Control: no-store\r\n{extra}\r\n"
+        ).encode("latin1")
+        util.write_nonblock(sock, head + body)
+
+    util.write_error = write_error
 
 
 def worker_exit(server, worker):

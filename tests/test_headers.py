@@ -81,3 +81,21 @@ def test_no_template_needs_unsafe_inline(template):
 
 def test_htmx_is_told_not_to_inject_its_indicator_style(client):
     assert '"includeIndicatorStyles": false' in client.get("/login").get_data(as_text=True)
+
+
+@pytest.mark.server
+def test_gunicorns_own_answers_carry_the_headers_and_a_script_name_header_is_ignored(live):
+    # gunicorn answers these itself, before the app sees the request.
+    import requests
+
+    server = live()
+    too_long = requests.get(server.url + "/" + "a" * 10_000, timeout=5)
+    assert too_long.status_code == 414
+    assert_guarded(too_long)
+    too_large = requests.get(server.url + "/login", headers={"X-Big": "b" * 9_000}, timeout=5)
+    assert too_large.status_code == 431
+    assert_guarded(too_large)
+    # A SCRIPT_NAME header is a proxy's to send; from anyone else, loopback too, it is ignored.
+    mounted = requests.get(server.url + "/login", headers={"SCRIPT_NAME": "/elsewhere"}, timeout=5)
+    assert mounted.status_code == 200
+    assert "/elsewhere" not in mounted.text

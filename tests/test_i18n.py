@@ -249,6 +249,13 @@ def test_times_in_the_chosen_time_zone_and_locale(client, actions, sql):
         "/preferences", data={"lang": "en", "timezone": "Mars/Base", "csrf_token": token}
     )
     assert bad.status_code == 400 and sql("SELECT timezone FROM users") == [(None,)]
+    # Names the system's zoneinfo has but IANA's data does not place anywhere.
+    for unreal in ("localtime", "Factory", "posixrules", "posix/Asia/Tokyo"):
+        refused = client.post(
+            "/preferences", data={"lang": "en", "timezone": unreal, "csrf_token": token}
+        )
+        assert refused.status_code == 400, unreal
+        assert sql("SELECT timezone FROM users") == [(None,)]
     client.post("/preferences", data={"lang": "ja", "timezone": "UTC", "csrf_token": token})
     assert sql("SELECT locale, timezone FROM users") == [("ja", "UTC")]
     assert "2026/11/29 15:30:00" in client.get("/points").get_data(as_text=True)

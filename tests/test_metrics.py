@@ -204,6 +204,13 @@ def test_metrics_answer_loopback_or_the_token_only(make_app):
     relayed = {"X-Forwarded-For": "203.0.113.9"}
     assert client.get("/metrics", headers=relayed).status_code == 404
     assert make_app().test_client().get("/metrics", environ_base=away).status_code == 404
+    # A wrong token is refused wherever it comes from, loopback included.
+    assert client.get("/metrics", headers=wrong).status_code == 404
+    assert client.get("/metrics", headers={"Authorization": "s3cret"}).status_code == 404
+    assert client.get("/metrics", headers=bearer).status_code == 200
+    untokened = make_app().test_client()
+    assert untokened.get("/metrics").status_code == 200
+    assert untokened.get("/metrics", headers=wrong).status_code == 404
 
 
 @pytest.mark.server

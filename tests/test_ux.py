@@ -168,6 +168,7 @@ def test_the_figures_download_as_json_for_the_owner_only(make_app, sql):
     response = client.get(f"/assessments/{job_id}/report.json")
     assert response.status_code == 200 and response.mimetype == "application/json"
     assert response.headers["Content-Disposition"].startswith("attachment;")
+    assert response.headers["Cache-Control"] == "no-store"  # private figures: no copy kept
     stored = sql("SELECT result FROM assessment_jobs")[0][0]
     assert response.get_json()["layers"] == stored["layers"]
     assert "cache" not in response.get_json()

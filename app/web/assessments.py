@@ -135,6 +135,7 @@ def report_json(job_id: str):
     response = current_app.response_class(body, mimetype="application/json")
     name = f"hazard-report-{report['area']['code']}-{report['lang']}.json"
     response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
+    response.headers["Cache-Control"] = "no-store"  # private figures: no copy kept anywhere
     return response
 
 

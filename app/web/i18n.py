@@ -10,9 +10,9 @@ import functools
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from importlib import resources
 from types import SimpleNamespace
 from typing import Any
-from zoneinfo import available_timezones
 
 from babel import Locale
 from babel.lists import format_list
@@ -34,7 +34,11 @@ DEFAULT_LANGUAGE = "en"
 DEFAULT_TIMEZONE = "Asia/Tokyo"
 NAMES = {"en": "English", "ja": "日本語"}  # each in its own language, as switches show them
 LOCALES = {code: Locale.parse(code) for code in LANGUAGES}
-TIMEZONES = sorted(available_timezones())
+# IANA's zones as the tzdata package lists them, not whatever the system's zoneinfo holds
+# ("localtime", "posixrules"), less IANA's "Factory", a placeholder that is no place's time.
+TIMEZONES = sorted(
+    set(resources.files("tzdata").joinpath("zones").read_text().split()) - {"Factory"}
+)
 
 
 def N_(text: str) -> str:  # noqa: N802 - gettext's usual name for "mark, translate later"

@@ -66,9 +66,11 @@ def metrics_page():
 
 def _may_scrape() -> bool:
     token = current_app.config["METRICS_TOKEN"]
-    given = request.headers.get("Authorization", "")
-    if token and hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-        return True
+    given = request.headers.get("Authorization")
+    if given is not None:
+        # A token given is checked wherever it comes from, loopback too: a wrong one is
+        # refused, not waved through because the request happens to come from this host.
+        return bool(token) and hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
     # A request relayed by a proxy on this host comes from loopback too: not trusted.
     if request.headers.get("X-Forwarded-For") or request.headers.get("Forwarded"):
         return False
