@@ -60,6 +60,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         timezone_selector=i18n.select_timezone,
     )
     i18n.init_jinja(app)
+    if not app.config["RATELIMIT_STORAGE_URI"]:
+        # The brakes count where every process sees them: the database the app has.
+        from .database import brakes
+
+        app.config["RATELIMIT_STORAGE_URI"] = brakes.uri_for(app.config["SQLALCHEMY_DATABASE_URI"])
     limiter.init_app(app)
     # The decorated views (log-in and sign-up POSTs) check their limits themselves; the
     # hook Flask-Limiter puts before every request would find none (no default limits)

@@ -60,8 +60,9 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # failed log-ins, per account and address
     "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # failed log-ins, per address
     "SIGNUP_RATE_LIMIT": (str, "10 per hour"),  # accounts created, per address
-    # Where the counts live: memory for one process; e.g. redis://host:6379 for several.
-    "RATELIMIT_STORAGE_URI": (str, "memory://"),
+    # Where the counts live; unset: the app's own PostgreSQL (app/database/brakes.py), which
+    # every process shares. memory:// counts per process; redis://host:6379 works too.
+    "RATELIMIT_STORAGE_URI": (str, ""),
     "DRAIN_SECONDS": (float, 0),
     "METRICS_TOKEN": (str, ""),
     "LOG_FORMAT": (str, "text"),

@@ -97,7 +97,8 @@ def truncate(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "TRUNCATE users, point_ledger, assessment_jobs, incidents,"
-            " procrastinate_jobs, procrastinate_workers, layer_cache RESTART IDENTITY CASCADE"
+            " procrastinate_jobs, procrastinate_workers, layer_cache, brake_hits, brake_counters"
+            " RESTART IDENTITY CASCADE"
         )
         conn.execute("UPDATE housekeeping SET last_run_at = NULL")
 

@@ -301,3 +301,29 @@ def test_a_wrong_password_costs_the_same_work_whether_or_not_the_account_exists(
     checked.clear()
     assert actions.login("unknown@example.com", "guess-wrong").status_code == 400
     assert known == checked and len(known) == 1, (known, checked)
+
+
+@pytest.mark.server
+def test_the_brake_holds_across_instances(live):
+    # Two gunicorn instances, as `make cluster` runs: the counts are the database's, so a
+    # guesser who alternates between them gets the attempts of one, not of each.
+    from tests.live import User
+
+    one = live(LOGIN_RATE_LIMIT="3 per 15 minutes")
+    other = live(LOGIN_RATE_LIMIT="3 per 15 minutes")
+    User(one).signup("shared@example.com")
+    answers = []
+    for server in (one, other, one, other, one):
+        guesser = User(server)
+        response = guesser.http.post(
+            server.url + "/login",
+            data={
+                "email": "shared@example.com",
+                "password": "guess-wrong",
+                "csrf_token": guesser._token("/login"),
+            },
+            allow_redirects=False,
+            timeout=10,
+        )
+        answers.append(response.status_code)
+    assert answers == [400, 400, 400, 429, 429]
