@@ -59,7 +59,8 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     # Brakes on password guessing and sign-up floods (app/web/auth.py), per client address.
     "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # failed log-ins, per account and address
     "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # failed log-ins, per address
-    "SIGNUP_RATE_LIMIT": (str, "10 per hour"),  # accounts created, per address
+    # accounts created and sign-ups naming an email in use, per address
+    "SIGNUP_RATE_LIMIT": (str, "10 per hour"),
     # Where the counts live; unset: the app's own PostgreSQL (app/database/brakes.py), which
     # every process shares. memory:// counts per process; redis://host:6379 works too.
     "RATELIMIT_STORAGE_URI": (str, ""),

@@ -33,7 +33,7 @@ def test_duplicate_email_in_any_case_is_refused(client, actions, sql):
     client.post("/logout", data={"csrf_token": actions.token("/")})
     response = actions.signup("cASE@example.COM")
     assert response.status_code == 400
-    assert "already exists" in response.get_data(as_text=True)
+    assert "cannot be used for a new account" in response.get_data(as_text=True)
     assert count_users(sql) == 1
 
 
@@ -267,6 +267,24 @@ def test_signups_are_braked_per_address(make_app, sql):
     assert held.status_code == 429 and int(held.headers["Retry-After"]) > 3000
     assert sql("SELECT count(*) FROM users") == [(2,)]
     assert from_address(app, "192.0.2.2").signup().status_code == 303
+
+
+def test_signups_naming_a_taken_email_are_braked_and_never_say_it_exists(make_app, sql):
+    # Without email to send, a sign-up that works tells that the address was free; what a
+    # stranger must not get is an unbraked stream of answers, nor the words "it exists".
+    app = make_app(SIGNUP_RATE_LIMIT="3 per hour")
+    from_address(app, "192.0.2.50").signup("taken@example.com")
+    prober = from_address(app, "192.0.2.60")
+    for _ in range(3):
+        probe = prober.signup("taken@example.com", "another password")
+        assert probe.status_code == 400
+        body = probe.get_data(as_text=True)
+        assert "already exists" not in body and "cannot be used for a new account" in body
+    held = prober.signup("taken@example.com", "another password")
+    assert held.status_code == 429 and int(held.headers["Retry-After"]) > 3000
+    assert prober.signup().status_code == 429  # a new account from there waits too
+    assert sql("SELECT count(*) FROM users") == [(1,)]
+    assert from_address(app, "192.0.2.61").signup().status_code == 303
 
 
 def test_a_signed_out_submit_goes_to_login_and_writes_nothing(client, actions, sql):

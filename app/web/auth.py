@@ -121,13 +121,18 @@ def _login_failed(response) -> bool:
     return g.get("login_failed", False)
 
 
-def _signed_up(response) -> bool:
-    return g.get("signed_up", False)
+def _signed_up_or_taken(response) -> bool:
+    # An account created, or a sign-up naming an email already in use: both tell the
+    # client something about that address, so both count. A form error does not.
+    return g.get("signed_up", False) or g.get("email_taken", False)
 
 
 @bp.route("/signup", methods=["GET", "POST"])
 @limiter.limit(
-    _limit("SIGNUP_RATE_LIMIT"), key_func=_client, methods=["POST"], deduct_when=_signed_up
+    _limit("SIGNUP_RATE_LIMIT"),
+    key_func=_client,
+    methods=["POST"],
+    deduct_when=_signed_up_or_taken,
 )
 def signup():
     """Create an account and sign in."""
@@ -140,8 +145,15 @@ def signup():
                 form.email.data, form.password.data, current_app.config["SIGNUP_POINTS"]
             )
         except accounts.EmailTaken:
+            # Counted by the sign-up brake, as an account created is. The words do not
+            # say that an account exists; README, "Sign-up and log-in brakes", says why
+            # a sign-up cannot hide it entirely and what the brake does about that.
+            g.email_taken = True
             form.email.errors.append(
-                _("An account with this email already exists. Log in instead.")
+                _(
+                    "This email cannot be used for a new account."
+                    " If you signed up with it before, log in instead."
+                )
             )
         else:
             g.signed_up = True
