@@ -57,8 +57,12 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     # Send the session cookie over https only; off since `make run` serves plain http.
     "SESSION_COOKIE_SECURE": (flag, False),
     # Brakes on password guessing and sign-up floods (app/web/auth.py), per client address.
-    "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # failed log-ins, per account and address
-    "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # failed log-ins, per address
+    # Failed log-ins from browsers without a device cookie for the account (app/web/devices.py):
+    "LOGIN_RATE_LIMIT": (str, "10 per 15 minutes"),  # per account and address
+    "LOGIN_ADDRESS_RATE_LIMIT": (str, "50 per 15 minutes"),  # per address, any account
+    "LOGIN_ACCOUNT_RATE_LIMIT": (str, "20 per hour"),  # per account, every address together
+    # Failed log-ins from a browser with one: per device cookie, and nothing else.
+    "LOGIN_DEVICE_RATE_LIMIT": (str, "10 per 15 minutes"),
     # accounts created and sign-ups naming an email in use, per address
     "SIGNUP_RATE_LIMIT": (str, "10 per hour"),
     # Where the counts live; unset: the app's own PostgreSQL (app/database/brakes.py), which

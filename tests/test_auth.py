@@ -287,6 +287,59 @@ def test_signups_naming_a_taken_email_are_braked_and_never_say_it_exists(make_ap
     assert from_address(app, "192.0.2.61").signup().status_code == 303
 
 
+def test_the_owners_browser_is_not_locked_out_by_guesses_from_its_own_address(app):
+    # An office behind one NAT: a stranger's guesses brake strangers there, not the browser
+    # that signed in to the account before (its device cookie).
+    owner = from_address(app, "198.51.100.20")
+    owner.signup("office@example.com")
+    owner.client.post("/logout", data={"csrf_token": owner.token("/")})
+    stranger = from_address(app, "198.51.100.20")
+    for _ in range(10):
+        assert stranger.login("office@example.com", "guess-wrong").status_code == 400
+    assert stranger.login("office@example.com").status_code == 429
+    assert owner.login("office@example.com").status_code == 303
+    # The cookie goes to /login only: the poll and every page carry none of it.
+    cookie = owner.client.get_cookie("device", path="/login")
+    assert cookie is not None and cookie.http_only and cookie.same_site == "Lax"
+    assert owner.client.get_cookie("device", path="/") is None
+
+
+def test_an_account_has_a_ceiling_of_guesses_across_addresses(make_app):
+    app = make_app(LOGIN_ACCOUNT_RATE_LIMIT="5 per hour")
+    owner = from_address(app, "192.0.2.200")
+    owner.signup("wanted@example.com")
+    owner.client.post("/logout", data={"csrf_token": owner.token("/")})
+    for host in range(5):  # a botnet: one guess from each address
+        assert (
+            from_address(app, f"203.0.113.{host}").login("wanted@example.com", "g").status_code
+            == 400
+        )
+    fresh = from_address(app, "203.0.113.99")
+    assert fresh.login("wanted@example.com").status_code == 429  # even the right password
+    assert fresh.login("other@example.com", "g").status_code == 400  # other accounts are not held
+    # The owner's browser is braked on its own, not with the strangers.
+    assert owner.login("wanted@example.com").status_code == 303
+
+
+def test_a_device_cookie_has_its_own_brake_and_only_for_its_account(make_app):
+    app = make_app(LOGIN_DEVICE_RATE_LIMIT="3 per 15 minutes")
+    owner = from_address(app, "192.0.2.210")
+    owner.signup("mine@example.com")
+    owner.client.post("/logout", data={"csrf_token": owner.token("/")})
+    for _ in range(3):
+        assert owner.login("mine@example.com", "guess-wrong").status_code == 400
+    assert owner.login("mine@example.com").status_code == 429  # a stolen cookie: 3 guesses
+    # A cookie of one account is a stranger's for another one; a forged one is nothing.
+    assert from_address(app, "192.0.2.210").login("mine@example.com").status_code == 303
+    prober = from_address(app, "192.0.2.211")
+    prober.signup("prober@example.com")
+    prober.client.post("/logout", data={"csrf_token": prober.token("/")})
+    prober.client.set_cookie("device", "forged.value", path="/login")
+    for _ in range(10):
+        assert prober.login("mine@example.com", "guess-wrong").status_code == 400
+    assert prober.login("mine@example.com", "guess-wrong").status_code == 429
+
+
 def test_a_signed_out_submit_goes_to_login_and_writes_nothing(client, actions, sql):
     actions.signup("gone@example.com")
     token = actions.token("/assessments/new")

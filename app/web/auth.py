@@ -24,7 +24,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 from ..extensions import db, limiter, login_manager
 from ..models import User
 from ..points import accounts
-from . import i18n
+from . import devices, i18n
 from .forms import LoginForm, PreferencesForm, SignupForm
 
 bp = Blueprint("auth", __name__)
@@ -103,14 +103,26 @@ def load_user(user_id: str) -> User | None:
 # that address is the proxy's (request.remote_addr): put werkzeug's ProxyFix in front
 # only when a proxy you trust sets X-Forwarded-For. Only the POSTs are limited, and
 # only failures count toward the log-in brakes, so a user who types it right is never
-# held, and a stranger's guesses from elsewhere never lock the owner out.
+# held. A browser with a device cookie for the account (devices.py) has a brake of its
+# own; every other one counts per account and address, per address, and toward the
+# account's ceiling across addresses: a stranger's guesses never lock out the owner's
+# usual browser, and many addresses together still get a bounded number of guesses.
 def _client() -> str:
     return request.remote_addr or "unknown"
 
 
+def _account() -> str:
+    # As the form reads it: stripped, and matched in any letter case. Never empty: a
+    # limit whose key is empty is skipped (and logged) by Flask-Limiter.
+    return (request.form.get("email") or "").strip().lower() or "-"
+
+
 def _account_at_client() -> str:
-    # As the form reads it: stripped, and matched in any letter case.
-    return f"{(request.form.get('email') or '').strip().lower()}|{_client()}"
+    return f"{_account()}|{_client()}"
+
+
+def _device() -> str:
+    return f"{_account()}|{devices.nonce()}"
 
 
 def _limit(name: str):
@@ -168,7 +180,7 @@ def signup():
                 ),
                 "success",
             )
-            return redirect(url_for("main.dashboard"), 303)
+            return devices.remember(redirect(url_for("main.dashboard"), 303), user.email)
     status = 400 if request.method == "POST" else 200
     return render_template("auth/signup.html", form=form), status
 
@@ -179,6 +191,7 @@ def signup():
     key_func=_account_at_client,
     methods=["POST"],
     deduct_when=_login_failed,
+    exempt_when=devices.trusted,
     scope="login-account",
 )
 @limiter.limit(
@@ -186,7 +199,24 @@ def signup():
     key_func=_client,
     methods=["POST"],
     deduct_when=_login_failed,
+    exempt_when=devices.trusted,
     scope="login-address",
+)
+@limiter.limit(
+    _limit("LOGIN_ACCOUNT_RATE_LIMIT"),
+    key_func=_account,
+    methods=["POST"],
+    deduct_when=_login_failed,
+    exempt_when=devices.trusted,
+    scope="login-account-everywhere",
+)
+@limiter.limit(
+    _limit("LOGIN_DEVICE_RATE_LIMIT"),
+    key_func=_device,
+    methods=["POST"],
+    deduct_when=_login_failed,
+    exempt_when=devices.stranger,
+    scope="login-device",
 )
 def login():
     """Sign in with email and password."""
@@ -198,7 +228,8 @@ def login():
         if user is not None:
             login_user(user)
             i18n.remember(user)
-            return redirect(_safe_next() or url_for("main.dashboard"), 303)
+            response = redirect(_safe_next() or url_for("main.dashboard"), 303)
+            return devices.remember(response, user.email)
         g.login_failed = True
         form.password.errors.append(_("That email and password do not match an account."))
     status = 400 if request.method == "POST" else 200
