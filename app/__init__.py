@@ -66,6 +66,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
         app.config["RATELIMIT_STORAGE_URI"] = brakes.uri_for(app.config["SQLALCHEMY_DATABASE_URI"])
     limiter.init_app(app)
+    from .points import accounts
+
+    # Made now, once per process (gunicorn's master: before the fork), so the first log-in
+    # with an unknown email does not take the time of making it on top of checking it.
+    accounts.dummy_hash()
     # The decorated views (log-in and sign-up POSTs) check their limits themselves; the
     # hook Flask-Limiter puts before every request would find none (no default limits)
     # and still cost each Flask request. Its after-request hook stays: it counts failures.

@@ -43,8 +43,8 @@ def find_by_email(email: str) -> User | None:
 
 
 @functools.cache
-def _dummy_hash() -> str:
-    # Hashed as a user's password is (the same method and cost), of a password nobody knows.
+def dummy_hash() -> str:
+    """Return a hash made as a user's password's is (same method and cost) of no one's."""
     return generate_password_hash(secrets.token_hex(16))
 
 
@@ -54,7 +54,7 @@ def authenticate(email: str, password: str) -> User | None:
     if user is None:
         # An unknown email costs the same hash check as a wrong password: otherwise the
         # time of the answer tells which emails have accounts.
-        check_password_hash(_dummy_hash(), password)
+        check_password_hash(dummy_hash(), password)
         return None
     if not check_password_hash(user.password_hash, password):
         return None
