@@ -99,3 +99,16 @@ def test_gunicorns_own_answers_carry_the_headers_and_a_script_name_header_is_ign
     mounted = requests.get(server.url + "/login", headers={"SCRIPT_NAME": "/elsewhere"}, timeout=5)
     assert mounted.status_code == 200
     assert "/elsewhere" not in mounted.text
+
+
+@pytest.mark.server
+def test_a_proxy_named_in_forwarded_allow_ips_is_believed(live):
+    # Behind a proxy on this host that mounts the app under a prefix (README, "Behind a proxy").
+    import requests
+
+    server = live(FORWARDED_ALLOW_IPS="127.0.0.1")
+    mounted = requests.get(
+        server.url + "/elsewhere/login", headers={"SCRIPT_NAME": "/elsewhere"}, timeout=5
+    )
+    assert mounted.status_code == 200
+    assert 'action="/elsewhere/login"' in mounted.text
