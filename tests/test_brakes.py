@@ -82,3 +82,31 @@ def test_the_fixed_window_strategy_works_too(storage, sql):
     sql("UPDATE brake_counters SET expires_at = now() - interval '1 second'")
     assert limiter.hit(item, "fixed")  # a new window
     assert storage.reset() >= 1 and limiter.test(item, "fixed")
+
+
+def test_a_log_in_while_the_database_is_down_is_503_then_braked_again(
+    make_app, db_proxy, database_url
+):
+    # The brake's counts are the database's: in an outage a log-in answers 503, never 500.
+    from sqlalchemy.engine import make_url
+
+    from app.config import sqlalchemy_url
+    from tests.conftest import Actions
+
+    through = make_url(database_url).set(host="127.0.0.1", port=db_proxy.port, query={})
+    app = make_app(
+        SQLALCHEMY_DATABASE_URI=sqlalchemy_url(through.render_as_string(hide_password=False)),
+        LOGIN_RATE_LIMIT="1 per 15 minutes",
+    )
+    guesser = Actions(app.test_client())
+    token = guesser.token("/login")
+    db_proxy.down()
+    try:
+        answer = guesser.client.post(
+            "/login", data={"email": "x@example.com", "password": "guess", "csrf_token": token}
+        )
+        assert answer.status_code == 503 and "Retry-After" in answer.headers
+    finally:
+        db_proxy.up()
+    assert guesser.login("x@example.com", "guess").status_code == 400
+    assert guesser.login("x@example.com", "guess").status_code == 429
