@@ -113,9 +113,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # does the same): while anyone uses any instance, dead jobs get swept.
     app.before_request(lambda: housekeeping.trigger(app))
     cli.init_app(app)
-    from .web import ops
+    from .web import ops, payments
 
     ops.init_app(app)
+    payments.init_app(app)
     from .web.poll import LivePoll
 
     app.wsgi_app = LivePoll(app, app.wsgi_app)

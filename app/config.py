@@ -73,6 +73,21 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "LOG_FORMAT": (str, "text"),
     "ALERT_WEBHOOK_URL": (str, ""),
     "ALERT_TIMEOUT_SECONDS": (float, 3),
+    # Points people buy (app/points/purchases.py): packs as points:yen, tax included.
+    # Purchases are offered only with the packs, the secret key and the webhook secret set.
+    "POINT_PACKS": (str, ""),
+    "STRIPE_SECRET_KEY": (str, ""),
+    "STRIPE_WEBHOOK_SECRET": (str, ""),
+    "STRIPE_API_BASE": (str, ""),  # unset: Stripe's own; tests point it at a local server
+    "STRIPE_TIMEOUT_SECONDS": (float, 10),
+    "BUY_RATE_LIMIT": (str, "10 per 10 minutes"),  # Checkout Sessions created, per user
+    # The seller, as the 特定商取引法に基づく表記 and the terms name it. An address or phone
+    # left empty reads "disclosed without delay on request", as the law allows.
+    "SELLER_NAME": (str, ""),
+    "SELLER_REPRESENTATIVE": (str, ""),
+    "SELLER_ADDRESS": (str, ""),
+    "SELLER_PHONE": (str, ""),
+    "POINT_REFUND_DAYS": (int, 30),  # unused purchased points are refunded on request within
 }
 
 

@@ -73,10 +73,20 @@ class LedgerEntry(db.Model):
     # refuse the rest, for every role (migrations/versions/0004_ledger_enforced.py).
     __tablename__ = "point_ledger"
     __table_args__ = (
+        # Purchases, their reversal and support rows: migrations/versions/i27_purchases.py.
         CheckConstraint(
-            "(kind = 'grant' AND amount > 0 AND job_id IS NULL AND refund_of IS NULL)"
-            " OR (kind = 'consume' AND amount = -1 AND job_id IS NOT NULL AND refund_of IS NULL)"
-            " OR (kind = 'refund' AND amount = 1 AND refund_of IS NOT NULL)",
+            "(kind = 'grant' AND amount > 0 AND job_id IS NULL AND refund_of IS NULL"
+            "  AND checkout_session IS NULL AND operator_id IS NULL)"
+            " OR (kind = 'consume' AND amount = -1 AND job_id IS NOT NULL AND refund_of IS NULL"
+            "  AND checkout_session IS NULL AND operator_id IS NULL)"
+            " OR (kind = 'refund' AND amount = 1 AND refund_of IS NOT NULL"
+            "  AND checkout_session IS NULL AND operator_id IS NULL)"
+            " OR (kind = 'purchase' AND amount > 0 AND checkout_session IS NOT NULL"
+            "  AND job_id IS NULL AND refund_of IS NULL AND operator_id IS NULL)"
+            " OR (kind = 'purchase_refund' AND amount <= 0 AND checkout_session IS NOT NULL"
+            "  AND refund_of IS NOT NULL AND job_id IS NULL AND operator_id IS NULL)"
+            " OR (kind = 'support' AND amount <> 0 AND operator_id IS NOT NULL AND reason <> ''"
+            "  AND job_id IS NULL AND refund_of IS NULL AND checkout_session IS NULL)",
             name="ck_point_ledger_kind_amount",
         ),
         # One consume per job, one refund per consume: the database, not the app,
@@ -93,6 +103,20 @@ class LedgerEntry(db.Model):
             unique=True,
             postgresql_where=text("kind = 'refund'"),
         ),
+        # One credit and one reversal per Stripe Checkout Session, however often and
+        # however concurrently its webhook is delivered.
+        Index(
+            "uq_point_ledger_purchase_per_session",
+            "checkout_session",
+            unique=True,
+            postgresql_where=text("kind = 'purchase'"),
+        ),
+        Index(
+            "uq_point_ledger_purchase_refund_per_session",
+            "checkout_session",
+            unique=True,
+            postgresql_where=text("kind = 'purchase_refund'"),
+        ),
         Index("ix_point_ledger_user_id", "user_id", "id"),
         Index("ix_point_ledger_job_id", "job_id"),
     )
@@ -105,6 +129,39 @@ class LedgerEntry(db.Model):
     refund_of: Mapped[int | None] = mapped_column(ForeignKey("point_ledger.id"))
     reason: Mapped[str] = mapped_column(Text, server_default="")
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    checkout_session: Mapped[str | None] = mapped_column(Text)  # purchase, purchase_refund
+    operator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))  # support rows
+
+
+class CheckoutSession(db.Model):
+    """A Stripe Checkout Session we created: the after-pay page's state, not the books."""
+
+    __tablename__ = "checkout_sessions"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('open', 'awaiting_payment', 'paid', 'failed', 'expired')",
+            name="ck_checkout_sessions_status",
+        ),
+        CheckConstraint("points > 0"),
+        CheckConstraint("amount > 0"),
+        Index("ix_checkout_sessions_user", "user_id", "created_at"),
+        Index(
+            "uq_checkout_sessions_payment_intent",
+            "payment_intent",
+            unique=True,
+            postgresql_where=text("payment_intent IS NOT NULL"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    points: Mapped[int] = mapped_column(Integer)
+    amount: Mapped[int] = mapped_column(Integer)
+    currency: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text, server_default="open")
+    payment_intent: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
 
 
 class Job(db.Model):
@@ -161,6 +218,14 @@ class Incident(db.Model):
         ),
         # However many polls retry a failing finalizer, a job raises one incident per code.
         Index("uq_incidents_job_code", "job_id", "code", unique=True),
+        # A payment's incident opens once however often its webhook is re-delivered.
+        Index(
+            "uq_incidents_payment_ref_code",
+            "payment_ref",
+            "code",
+            unique=True,
+            postgresql_where=text("payment_ref IS NOT NULL"),
+        ),
         Index("ix_incidents_open", "created_at", postgresql_where=text("resolved_at IS NULL")),
         Index(
             "ix_incidents_unalerted",
@@ -182,6 +247,7 @@ class Incident(db.Model):
     resolution: Mapped[str | None] = mapped_column(Text)
     alerted_at: Mapped[datetime | None] = mapped_column(TZ)  # posted to ALERT_WEBHOOK_URL
     alert_attempt_at: Mapped[datetime | None] = mapped_column(TZ)  # a post claimed, maybe failed
+    payment_ref: Mapped[str | None] = mapped_column(Text)  # a Checkout Session or charge
 
 
 class Housekeeping(db.Model):

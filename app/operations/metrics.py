@@ -33,6 +33,22 @@ INCIDENTS_OPENED = Counter(
     "hazard_incidents_opened", "Incidents opened, by code and severity", ["code", "severity"]
 )
 INCIDENTS_RESOLVED = Counter("hazard_incidents_resolved", "Incidents resolved, by code", ["code"])
+# Points people buy (app/points/purchases.py), counted once each: only by the delivery
+# whose INSERT made the ledger row.
+CHECKOUTS = Counter("hazard_checkouts_started", "Stripe Checkout Sessions created")
+PURCHASES = Counter("hazard_purchases", "Point packs bought and credited, by pack", ["points"])
+PURCHASED_POINTS = Counter("hazard_purchased_points", "Points credited by purchases")
+PURCHASED_YEN = Counter("hazard_purchased_yen", "Yen paid for credited purchases, tax included")
+PURCHASE_REFUNDS = Counter(
+    "hazard_purchase_refunds",
+    "Refunded payments whose points were taken back, by whether some were spent",
+    ["outcome"],
+)
+WEBHOOK_EVENTS = Counter(
+    "hazard_stripe_webhook_events",
+    "Verified Stripe events, by type and outcome",
+    ["type", "outcome"],
+)
 SLOTS_IN_USE = Gauge(
     "hazard_runner_slots_in_use", "Runner slots taken in this process", multiprocess_mode="livesum"
 )
@@ -147,3 +163,55 @@ def slot_taken() -> None:
 def slot_released() -> None:
     """Note a runner slot given back."""
     SLOTS_IN_USE.dec()
+
+
+def checkout_started(user_id: int, points: int) -> None:
+    """Count and log a Checkout Session created for a pack."""
+    CHECKOUTS.inc()
+    _event(logging.INFO, "checkout started", "checkout", "started", None, user_id, points=points)
+
+
+def purchased(session_id: str, user_id: int, points: int, yen: int) -> None:
+    """Count and log a purchase credited (once per Checkout Session)."""
+    PURCHASES.labels(str(points)).inc()
+    PURCHASED_POINTS.inc(points)
+    PURCHASED_YEN.inc(yen)
+    _event(
+        logging.INFO,
+        "purchase credited",
+        "purchase",
+        "credited",
+        None,
+        user_id,
+        session=session_id,
+        points=points,
+        yen=yen,
+    )
+
+
+def purchase_reversed(session_id: str, user_id: int, taken: int, credited: int) -> None:
+    """Count and log a refunded payment's points taken back (once per Checkout Session)."""
+    outcome = "unspent" if taken == credited else "partly_spent"
+    PURCHASE_REFUNDS.labels(outcome).inc()
+    _event(
+        logging.INFO,
+        "purchase refunded",
+        "purchase_refund",
+        outcome,
+        None,
+        user_id,
+        session=session_id,
+        taken=taken,
+        credited=credited,
+    )
+
+
+_IGNORED_SEEN: set[str] = set()
+
+
+def webhook_event(kind: str, outcome: str, event_type: str = "") -> None:
+    """Count a verified Stripe event; log an ignored type once per process."""
+    WEBHOOK_EVENTS.labels(kind, outcome).inc()
+    if outcome == "ignored" and event_type not in _IGNORED_SEEN:
+        _IGNORED_SEEN.add(event_type)
+        log.info("stripe event type %s ignored (logged once per process)", event_type)

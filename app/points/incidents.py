@@ -19,15 +19,24 @@ def record(
     job_id: uuid.UUID | None,
     user_id: int | None,
     detail: str,
+    payment_ref: str | None = None,
 ) -> int | None:
-    """Record an incident and alert; return its id, or None if the job already has one."""
+    """Record an incident and alert; return its id, or None if the job already has one.
+
+    An incident about a payment (payment_ref: its Checkout Session or charge) opens once
+    per reference and code, however often the provider re-delivers the event.
+    """
+    conflict = (
+        "(payment_ref, code) WHERE payment_ref IS NOT NULL" if payment_ref else "(job_id, code)"
+    )
     new_id = db.session.execute(
         text(
-            "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail)"
-            " VALUES (:scope, :code, :severity, :job, :user, :detail)"
-            " ON CONFLICT (job_id, code) DO NOTHING RETURNING id"
+            "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail, payment_ref)"
+            " VALUES (:scope, :code, :severity, :job, :user, :detail, :ref)"
+            f" ON CONFLICT {conflict} DO NOTHING RETURNING id"
         ),
         {
+            "ref": payment_ref,
             "scope": scope,
             "code": code,
             "severity": severity,

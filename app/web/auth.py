@@ -244,10 +244,18 @@ def too_many_attempts(exc: RateLimitExceeded):
     # which can name a wait one second longer than the window itself (901 s of a 15-minute one).
     wait = max(1, math.ceil(limit.window.reset_time - time.time())) if limit else 60
     minutes = math.ceil(wait / 60)
-    message = ngettext(
-        "Too many failed attempts. Nothing was changed. Try again in %(num)d minute.",
-        "Too many failed attempts. Nothing was changed. Try again in %(num)d minutes.",
-        minutes,
+    message = (
+        ngettext(
+            "Too many payment pages opened. Nothing was charged. Try again in %(num)d minute.",
+            "Too many payment pages opened. Nothing was charged. Try again in %(num)d minutes.",
+            minutes,
+        )
+        if request.endpoint == "payments.buy"
+        else ngettext(
+            "Too many failed attempts. Nothing was changed. Try again in %(num)d minute.",
+            "Too many failed attempts. Nothing was changed. Try again in %(num)d minutes.",
+            minutes,
+        )
     )
     body = render_template("error.html", code=429, message=message)
     return body, 429, {"Retry-After": str(wait)}

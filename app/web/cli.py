@@ -13,7 +13,7 @@ from ..assessment import ProviderError
 from ..extensions import db
 from ..jobs import sweep as job_sweep
 from ..models import Role
-from ..points import accounts, ledger
+from ..points import accounts, ledger, purchases
 
 
 def init_app(app: Flask) -> None:
@@ -65,6 +65,8 @@ def ledger_check() -> None:
             for m in ledger.balance_mismatches()
         ]
         + ledger.job_violations()
+        # Each purchase credited once for its own session, each reversal within it.
+        + purchases.violations()
         # A point held by a job gone past its lease is a point the user cannot use.
         + job_sweep.overdue()
     )

@@ -6,13 +6,14 @@ from flask_wtf import FlaskForm
 from wtforms import (
     EmailField,
     HiddenField,
+    IntegerField,
     PasswordField,
     SelectChoice,
     SelectField,
     StringField,
     TextAreaField,
 )
-from wtforms.validators import AnyOf, DataRequired, Email, Length, ValidationError
+from wtforms.validators import AnyOf, DataRequired, Email, Length, NumberRange, ValidationError
 
 from .i18n import DEFAULT_TIMEZONE, LANGUAGES, NAMES, TIMEZONES
 
@@ -123,4 +124,31 @@ class PreferencesForm(Form):
         choices=[SelectChoice(name, name) for name in TIMEZONES],
         default=DEFAULT_TIMEZONE,
         validate_choice=True,
+    )
+
+
+def nonzero(form, field) -> None:
+    if field.data == 0:
+        raise ValidationError(_l("Give a number of points other than 0."))
+
+
+class AdjustPointsForm(ReasonForm):
+    """Support's grant (positive) or correction (negative) of a user's points, with a reason."""
+
+    email = EmailField(
+        _l("User's email"),
+        validators=[
+            DataRequired(_l("Enter the user's email address.")),
+            Length(max=254),
+            printable,
+        ],
+        filters=[stripped],
+    )
+    amount = IntegerField(
+        _l("Points (negative to take back)"),
+        validators=[
+            DataRequired(_l("Give a number of points other than 0.")),
+            NumberRange(-10000, 10000, message=_l("Give between -10,000 and 10,000 points.")),
+            nonzero,
+        ],
     )

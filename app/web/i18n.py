@@ -153,6 +153,8 @@ STORED = (
     N_("You cancelled this assessment."),
     N_("The assessment failed because of an error on our side."),
     N_("welcome points"),
+    N_("points purchase"),
+    N_("payment refunded"),
     N_("area assessment"),
     N_("refund: assessment did not complete"),
     N_("settled automatically: the ledger answered on a later try"),

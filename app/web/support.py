@@ -6,8 +6,8 @@ from flask import Blueprint, abort, flash, redirect, render_template, url_for
 from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
-from ..points import billing, incidents, ledger
-from .forms import ReasonForm
+from ..points import accounts, billing, grants, incidents, ledger
+from .forms import AdjustPointsForm, ReasonForm
 
 bp = Blueprint("support", __name__, url_prefix="/support")
 
@@ -27,7 +27,7 @@ def support_required(view):
 
 @bp.get("")
 @support_required
-def index():
+def index(adjust_form: AdjustPointsForm | None = None, status: int = 200):
     """List open incidents, each with its user's ledger rows for the job."""
     open_rows = incidents.open_incidents()
     entries = {row.id: ledger.entries_for_job(row.job_id) for row in open_rows if row.job_id}
@@ -37,7 +37,37 @@ def index():
         entries=entries,
         resolved=incidents.recently_resolved(),
         form=ReasonForm(),
+        adjust_form=adjust_form or AdjustPointsForm(formdata=None),
+        adjustments=grants.recent(),
+    ), status
+
+
+@bp.post("/points")
+@support_required
+def adjust_points():
+    """Grant points to a user, or take some back, as a row naming this operator and why."""
+    form = AdjustPointsForm()
+    if not form.validate_on_submit():
+        return index(form, 400)
+    user = accounts.find_by_email(form.email.data)
+    if user is None:
+        form.email.errors.append(_("No user has this email address."))
+        return index(form, 400)
+    try:
+        balance = grants.adjust(user.id, form.amount.data, current_user.id, form.reason.data)
+    except ledger.InsufficientPoints:
+        form.amount.errors.append(_("That would take the balance below zero: nothing was changed."))
+        return index(form, 409)
+    flash(
+        _(
+            "%(email)s: %(amount)+d points, balance %(balance)s.",
+            email=user.email,
+            amount=form.amount.data,
+            balance=balance,
+        ),
+        "success",
     )
+    return redirect(url_for(".index"), 303)
 
 
 @bp.post("/incidents/<int:incident_id>/refund")

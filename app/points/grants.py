@@ -1,0 +1,51 @@
+"""Support grants and corrections: points added or taken back from the console, by a named
+operator, with the reason the user reads in their history."""
+
+from psycopg.errors import CheckViolation
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from ..extensions import db
+from .ledger import NONNEGATIVE, InsufficientPoints
+
+
+def adjust(user_id: int, amount: int, operator_id: int, reason: str) -> int:
+    """Add (or, negative, take back) points as a `support` ledger row; return the new balance.
+
+    Commits. Raises InsufficientPoints, writing nothing, when a correction would take the
+    balance below zero; ValueError for a zero amount or an empty reason.
+    """
+    if amount == 0 or not reason.strip():
+        raise ValueError("a support adjustment needs a non-zero amount and a reason")
+    try:
+        db.session.execute(
+            text(
+                "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
+                " VALUES (:u, 'support', :n, :op, :r)"
+            ),
+            {"u": user_id, "n": amount, "op": operator_id, "r": reason.strip()},
+        )
+    except IntegrityError as exc:
+        db.session.rollback()
+        orig = exc.orig
+        if isinstance(orig, CheckViolation) and orig.diag.constraint_name == NONNEGATIVE:
+            raise InsufficientPoints("the correction would take the balance below zero") from exc
+        raise
+    balance = db.session.execute(
+        text("SELECT point_balance FROM users WHERE id = :u"), {"u": user_id}
+    ).scalar_one()
+    db.session.commit()
+    return balance
+
+
+def recent(limit: int = 20):
+    """Return the latest support rows with their user and operator, newest first."""
+    return db.session.execute(
+        text(
+            "SELECT l.id, l.amount, l.reason, l.created_at, u.email, o.email AS operator"
+            " FROM point_ledger l JOIN users u ON u.id = l.user_id"
+            " JOIN users o ON o.id = l.operator_id"
+            " WHERE l.kind = 'support' ORDER BY l.id DESC LIMIT :n"
+        ),
+        {"n": limit},
+    ).all()
