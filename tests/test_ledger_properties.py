@@ -305,3 +305,166 @@ def test_any_interleaving_keeps_the_ledger_honest(make_app, database_url):
     # The auditor agrees with the invariants, over everything the examples left behind.
     audit = app.test_cli_runner().invoke(args=["ledger-check"])
     assert audit.exit_code == 0, audit.output
+
+
+# --- Points people buy (issue 27): purchases, re-deliveries, refunds, among the jobs ---
+
+PACKS = {1: 500, 5: 2000}
+PURCHASE_FACTS_SQL = """
+SELECT c.id, c.user_id,
+  (SELECT count(*) FROM point_ledger p WHERE p.checkout_session = c.id AND p.kind = 'purchase'),
+  (SELECT coalesce(sum(p.amount), 0) FROM point_ledger p
+    WHERE p.checkout_session = c.id AND p.kind = 'purchase'),
+  (SELECT count(*) FROM point_ledger r
+    WHERE r.checkout_session = c.id AND r.kind = 'purchase_refund'),
+  (SELECT coalesce(-sum(r.amount), 0) FROM point_ledger r
+    WHERE r.checkout_session = c.id AND r.kind = 'purchase_refund'),
+  EXISTS (SELECT 1 FROM incidents i WHERE i.payment_ref = c.id AND i.code = 'REFUND_AFTER_SPEND')
+FROM checkout_sessions c WHERE c.user_id = ANY(%(users)s)
+"""
+
+
+class LedgerWithPurchases(Ledger):
+    """The jobs' machine, and users who buy packs (paid at once or at a konbini later),
+    whose webhooks arrive again, at once from two threads, or for the wrong amount, and
+    whose payments are refunded in full or in part, racing the jobs that spend them."""
+
+    bought = Bundle("bought")
+
+    def __init__(self, app, database_url):
+        super().__init__(app, database_url)
+        self.paid: set[str] = set()  # sessions a paid event was delivered for
+        self.refunded: set[str] = set()  # sessions a full refund was delivered for
+        from app.points import purchases  # here: this section stays apart from the jobs'
+
+        self.purchases = purchases
+        self.packs = purchases.parse_packs(",".join(f"{p}:{y}" for p, y in PACKS.items()))
+
+    def handle(self, kind, obj):
+        return self.purchases.handle({"type": kind, "data": {"object": obj}}, self.packs)
+
+    def session_object(self, sid, user_id, points, paid=True, amount=None):
+        return {
+            "id": sid,
+            "object": "checkout.session",
+            "amount_total": PACKS[points] if amount is None else amount,
+            "currency": "jpy",
+            "client_reference_id": str(user_id),
+            "metadata": {"user_id": str(user_id), "points": str(points)},
+            "payment_intent": f"pi_{sid}",
+            "payment_status": "paid" if paid else "unpaid",
+        }
+
+    @rule(
+        target=bought,
+        user=st.integers(0, USERS - 1),
+        points=st.sampled_from(sorted(PACKS)),
+        konbini=st.booleans(),
+    )
+    def buy(self, user, points, konbini):
+        user_id, sid = self.user_ids[user], f"cs_test_{uuid.uuid4().hex}"
+        # What start_checkout records when Stripe has created the session.
+        self.q(
+            "INSERT INTO checkout_sessions (id, user_id, points, amount, currency)"
+            " VALUES (%(s)s, %(u)s, %(p)s, %(a)s, 'jpy')",
+            s=sid,
+            u=user_id,
+            p=points,
+            a=PACKS[points],
+        )
+        kind = "checkout.session.completed"
+        self.handle(kind, self.session_object(sid, user_id, points, paid=not konbini))
+        if not konbini:
+            self.paid.add(sid)
+        return (sid, user_id, points)
+
+    @rule(purchase=bought)
+    def pay_at_the_store(self, purchase):
+        sid, user_id, points = purchase
+        obj = self.session_object(sid, user_id, points)
+        self.handle("checkout.session.async_payment_succeeded", obj)
+        self.paid.add(sid)
+
+    @rule(target=Ledger.jobs, purchase=bought)
+    def spend(self, purchase):
+        """The buyer starts a job: a point of what they bought may be spent before a refund."""
+        return self.submit(self.user_ids.index(purchase[1]), started=True)
+
+    @rule(purchase=bought)
+    def redeliver(self, purchase):
+        sid, user_id, points = purchase
+        paid = sid in self.paid
+        self.handle("checkout.session.completed", self.session_object(sid, user_id, points, paid))
+
+    @rule(purchase=bought)
+    def deliver_a_wrong_amount(self, purchase):
+        sid, user_id, points = purchase
+        obj = self.session_object(sid, user_id, points, amount=PACKS[points] + 1)
+        assert self.handle("checkout.session.completed", obj) == "mismatch"
+
+    @rule(purchase=bought, full=st.booleans())
+    def refund_payment(self, purchase, full):
+        sid, _, points = purchase
+        amount = PACKS[points]
+        charge = {
+            "id": f"ch_{sid}",
+            "object": "charge",
+            "amount": amount,
+            "amount_refunded": amount if full else amount // 2,
+            "currency": "jpy",
+            "payment_intent": f"pi_{sid}",
+            "refunded": full,
+        }
+        self.handle("charge.refunded", charge)
+        if full and sid in self.paid:
+            self.refunded.add(sid)
+
+    @rule(purchase=bought, job=Ledger.jobs, what=st.sampled_from(["redeliver", "refund", "pay"]))
+    def race_purchase(self, purchase, job, what):
+        """A webhook and a job's start at once, from two real threads (or two deliveries)."""
+        barrier = threading.Barrier(2)
+        errors = []
+
+        def run(step):
+            with self.app.app_context():
+                barrier.wait()
+                try:
+                    step()
+                except Exception as exc:  # noqa: BLE001 - asserted below
+                    errors.append(exc)
+                finally:
+                    db.session.rollback()
+
+        steps = {
+            "redeliver": lambda: self.redeliver(purchase),
+            "refund": lambda: self.refund_payment(purchase, True),
+            "pay": lambda: self.pay_at_the_store(purchase),
+        }
+        second = steps[what] if job is None else (lambda: self.start(job))
+        threads = [threading.Thread(target=run, args=(s,)) for s in (steps[what], second)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == []
+
+    @invariant()
+    def purchases_credit_once(self):
+        for sid, _, credits, credited, reversals, taken, incident in self.q(
+            PURCHASE_FACTS_SQL, users=self.user_ids
+        ):
+            assert credits == (1 if sid in self.paid else 0), sid
+            assert reversals == (1 if sid in self.refunded else 0), sid
+            assert 0 <= taken <= credited, sid
+            if reversals and taken < credited:
+                assert incident, sid  # support hears of the points already spent
+
+
+def test_any_interleaving_with_purchases_keeps_the_ledger_honest(make_app, database_url):
+    app = make_app(JOB_LEASE_SECONDS=600, JOB_MAX_RUNTIME_SECONDS=1200)
+    run_state_machine_as_test(
+        lambda: LedgerWithPurchases(app, database_url),
+        settings=settings(SETTINGS, max_examples=30),
+    )
+    audit = app.test_cli_runner().invoke(args=["ledger-check"])
+    assert audit.exit_code == 0, audit.output
