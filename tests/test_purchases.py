@@ -657,3 +657,52 @@ def test_the_legal_pages_from_configuration(make_app, lang):
     terms = client.get("/legal/terms", headers=headers).get_data(as_text=True)
     assert {"en": "30 days", "ja": "30日"}[lang] in terms
     assert re.search(r'href="/legal/commerce"', terms)
+
+
+def test_the_ops_page_shows_points_sold_and_spent_per_day(make_app, sql):
+    from tests.conftest import signed_in
+
+    app, client, _ = signed_in(make_app, email="ops@example.com")
+    sql("UPDATE users SET role = 'support'")
+    user = new_user(sql)
+
+    def purchase(sid, points, ago="0"):
+        sql(
+            "INSERT INTO point_ledger (user_id, kind, amount, checkout_session, created_at)"
+            " VALUES (%(u)s, 'purchase', %(n)s, %(s)s, now() - %(a)s::interval) RETURNING id",
+            u=user,
+            n=points,
+            s=sid,
+            a=ago,
+        )
+        return sql("SELECT id FROM point_ledger WHERE checkout_session = %(s)s", s=sid)[0][0]
+
+    purchase("cs_a", 5)
+    refunded = purchase("cs_b", 1)
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, checkout_session, refund_of)"
+        " VALUES (%(u)s, 'purchase_refund', -1, 'cs_b', %(p)s)",
+        u=user,
+        p=refunded,
+    )
+    purchase("cs_c", 5, "1 day")  # yesterday, on any clock
+    spend(sql, user, 2)
+    job = sql("SELECT job_id, id FROM point_ledger WHERE kind = 'consume' LIMIT 1")[0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, job_id, refund_of)"
+        " VALUES (%(u)s, 'refund', 1, %(j)s, %(c)s)",
+        u=user,
+        j=job[0],
+        c=job[1],
+    )
+    html = client.get("/support/ops").get_data(as_text=True)
+    rows = re.findall(
+        r'<tr data-day="[^"]+"><td>[^<]*</td><td class="num" data-stat="purchases">(\d+)</td>'
+        r'<td class="num" data-stat="sold">(-?\d+)</td><td class="num" data-stat="spent">(-?\d+)',
+        html,
+    )
+    assert len(rows) == 7
+    # Today: two packs (6 points) less the refunded one (1); 2 spent less 1 refunded.
+    assert rows[0] == ("2", "5", "1")
+    assert rows[1] == ("1", "5", "0")
+    assert all(r == ("0", "0", "0") for r in rows[2:])

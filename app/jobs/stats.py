@@ -65,6 +65,27 @@ NOW_SQL = text(
 )
 
 
+# Points sold (purchases, less what refunds of them took back) and spent (consumes, less
+# the jobs' refunds) per day, on Tokyo's calendar: the days the shop's books are kept in.
+POINTS_DAILY_SQL = text(
+    "SELECT d.day,"
+    " coalesce(sum(l.amount) FILTER (WHERE l.kind IN ('purchase', 'purchase_refund')), 0)"
+    "   AS sold,"
+    " count(l.id) FILTER (WHERE l.kind = 'purchase') AS purchases,"
+    " coalesce(-sum(l.amount) FILTER (WHERE l.kind IN ('consume', 'refund')), 0) AS spent"
+    " FROM generate_series((now() AT TIME ZONE 'Asia/Tokyo')::date - (:days - 1),"
+    "   (now() AT TIME ZONE 'Asia/Tokyo')::date, interval '1 day') AS d(day)"
+    " LEFT JOIN point_ledger l ON (l.created_at AT TIME ZONE 'Asia/Tokyo')::date = d.day"
+    "   AND l.kind IN ('purchase', 'purchase_refund', 'consume', 'refund')"
+    " GROUP BY d.day ORDER BY d.day DESC"
+)
+
+
+def points_daily(days: int = 7) -> list[dict[str, Any]]:
+    """Return the points sold and spent on each of the last `days` days, newest first."""
+    return [row._asdict() for row in db.session.execute(POINTS_DAILY_SQL, {"days": days})]
+
+
 def window(hours: int) -> dict[str, Any]:
     """Return the last `hours` hours: per-hour outcomes and the window's totals."""
     params = {"hours": hours, "reap_message": REAP_MESSAGE}
@@ -85,6 +106,11 @@ def overview() -> dict[str, Any]:
     db.session.commit()  # end the request's transaction (the user load) so this one is fresh
     db.session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
     try:
-        return {"now": now(), "day": window(24), "week": window(24 * 7)}
+        return {
+            "now": now(),
+            "day": window(24),
+            "week": window(24 * 7),
+            "points_daily": points_daily(7),
+        }
     finally:
         db.session.rollback()
