@@ -706,3 +706,43 @@ def test_the_ops_page_shows_points_sold_and_spent_per_day(make_app, sql):
     assert rows[0] == ("2", "5", "1")
     assert rows[1] == ("1", "5", "0")
     assert all(r == ("0", "0", "0") for r in rows[2:])
+
+
+def test_support_settles_a_payment_incident(make_app, stripe_api, sql):
+    app, client, _ = shop_client(make_app, stripe_api)
+    user = sql("SELECT id FROM users")[0][0]
+    sid = session_id()
+    webhook_via(client, paid_event(sid, user, amount=1))  # does not match the pack
+    (incident,) = sql("SELECT id FROM incidents WHERE resolved_at IS NULL")
+    support = support_client(app, sql)
+    html = support.get("/support").get_data(as_text=True)
+    assert "PURCHASE_MISMATCH" in html and f"/support/incidents/{incident[0]}/settled" in html
+    token = csrf_token(html)
+    url = f"/support/incidents/{incident[0]}/settled"
+    assert support.post(url, data={"reason": "", "csrf_token": token}).status_code == 303
+    assert sql("SELECT count(*) FROM incidents WHERE resolved_at IS NULL") == [(1,)]
+    response = support.post(url, data={"reason": "refunded in Stripe", "csrf_token": token})
+    assert response.status_code == 303
+    assert sql("SELECT resolution, resolved_by IS NOT NULL FROM incidents") == [
+        ("settled: refunded in Stripe", True)
+    ]
+    assert (
+        support.post(
+            "/support/incidents/999/settled", data={"reason": "x", "csrf_token": token}
+        ).status_code
+        == 404
+    )
+    assert client.post(url, data={"reason": "x", "csrf_token": token}).status_code in (400, 403)
+
+
+def test_a_konbini_payment_that_fails_stops_the_page_waiting(make_app, stripe_api, sql):
+    app, client, _ = shop_client(make_app, stripe_api)
+    buy(client)
+    sid, user = sql("SELECT id, user_id FROM checkout_sessions")[0]
+    webhook_via(client, paid_event(sid, user, payment_status="unpaid"))
+    obj = fakestripe.completed_session(sid, user, 5, 2000, payment_status="unpaid")
+    webhook_via(client, fakestripe.event("checkout.session.async_payment_failed", obj))
+    fragment = client.get(f"/points/buy/{sid}/status").get_data(as_text=True)
+    assert 'data-status="failed"' in fragment and "hx-trigger" not in fragment
+    assert "did not go through" in fragment
+    assert purchases(sql, user) == []

@@ -97,3 +97,22 @@ def recently_resolved(limit: int = 20) -> list[Row]:
         ),
         {"n": limit},
     ).all()
+
+
+def resolve_payment(incident_id: int, support_id: int, reason: str) -> str | None:
+    """Resolve a payment's incident (one with no job) with support's reason; commit.
+
+    The points are settled apart (a support grant or correction), the money in Stripe.
+    Return its code, or None if it was resolved meanwhile or is a job's.
+    """
+    code = db.session.execute(
+        text(
+            "UPDATE incidents SET resolved_at = now(), resolved_by = :by, resolution = :res"
+            " WHERE id = :id AND job_id IS NULL AND resolved_at IS NULL RETURNING code"
+        ),
+        {"id": incident_id, "by": support_id, "res": f"settled: {reason}"},
+    ).scalar_one_or_none()
+    db.session.commit()
+    if code is not None:
+        metrics.incidents_resolved([code], None, None, by="support")
+    return code

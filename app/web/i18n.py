@@ -184,6 +184,8 @@ PATTERNS = (
     # An incident's resolution (app/points/billing.py settle_by_support).
     (re.compile(r"refund: (?P<reason>.*)", re.S), N_("refund: %(reason)s")),
     (re.compile(r"no refund due: (?P<reason>.*)", re.S), N_("no refund due: %(reason)s")),
+    # A payment's incident, resolved by support (app/points/incidents.py resolve_payment).
+    (re.compile(r"settled: (?P<reason>.*)", re.S), N_("settled: %(reason)s")),
 )
 
 

@@ -84,6 +84,24 @@ def no_refund(incident_id: int):
     return _settle(incident_id, refund=False)
 
 
+@bp.post("/incidents/<int:incident_id>/settled")
+@support_required
+def settled(incident_id: int):
+    """Resolve a payment's incident, once its points and money are settled, with why."""
+    incident = incidents.get(incident_id)
+    if incident is None or incident.job_id is not None:
+        abort(404)
+    form = ReasonForm()
+    if not form.validate_on_submit():
+        flash(" ".join(map(str, form.reason.errors)) or _("Say why, for the record."), "error")
+        return redirect(url_for(".index"), 303)
+    if incidents.resolve_payment(incident_id, current_user.id, form.reason.data.strip()):
+        flash(_("Incident %(id)s resolved.", id=incident_id), "success")
+    else:
+        flash(_("Incident %(id)s was already resolved.", id=incident_id), "error")
+    return redirect(url_for(".index"), 303)
+
+
 def _settle(incident_id: int, refund: bool):
     incident = incidents.get(incident_id)
     if incident is None or incident.job_id is None:
