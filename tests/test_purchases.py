@@ -746,3 +746,18 @@ def test_a_konbini_payment_that_fails_stops_the_page_waiting(make_app, stripe_ap
     assert 'data-status="failed"' in fragment and "hx-trigger" not in fragment
     assert "did not go through" in fragment
     assert purchases(sql, user) == []
+
+
+def test_a_payment_for_an_unknown_user_opens_an_incident_and_answers(make_app, stripe_api, sql):
+    app, client, _ = shop_client(make_app, stripe_api)
+    for points, amount in ((5, 2000), (5, 1)):  # matching its pack or not
+        sid = session_id()
+        response = webhook_via(client, paid_event(sid, 424242, points=points, amount=amount))
+        assert response.status_code == 200
+        assert response.get_json()["outcome"] == "mismatch"
+    assert sql("SELECT code, user_id FROM incidents") == [("PURCHASE_MISMATCH", None)] * 2
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'purchase'") == [(0,)]
+    # No metadata at all (as `stripe trigger checkout.session.completed` sends).
+    obj = {"id": session_id(), "object": "checkout.session", "payment_status": "paid"}
+    response = webhook_via(client, fakestripe.event("checkout.session.completed", obj))
+    assert response.get_json()["outcome"] == "mismatch"

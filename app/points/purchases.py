@@ -170,6 +170,9 @@ def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
         user_id, points = int(metadata["user_id"]), int(metadata["points"])
     except (KeyError, TypeError, ValueError):
         return _mismatch(session_id, None, f"metadata without user_id and points: {metadata}")
+    known = db.session.execute(text("SELECT 1 FROM users WHERE id = :u"), {"u": user_id}).first()
+    if known is None:  # an incident cannot name a user who is not there
+        return _mismatch(session_id, None, f"no user {user_id}")
     pack = packs.get(points)
     paid = (obj.get("amount_total"), obj.get("currency"))
     if str(obj.get("client_reference_id")) != str(user_id):
@@ -183,11 +186,6 @@ def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
             user_id,
             f"{points} points paid {paid[0]} {paid[1]}; the pack is {expected}",
         )
-    if (
-        db.session.execute(text("SELECT 1 FROM users WHERE id = :u"), {"u": user_id}).first()
-        is None
-    ):
-        return _mismatch(session_id, None, f"no user {user_id}")
     inserted = db.session.execute(
         text(
             "INSERT INTO point_ledger (user_id, kind, amount, checkout_session, reason)"
