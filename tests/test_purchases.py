@@ -761,3 +761,9 @@ def test_a_payment_for_an_unknown_user_opens_an_incident_and_answers(make_app, s
     obj = {"id": session_id(), "object": "checkout.session", "payment_status": "paid"}
     response = webhook_via(client, fakestripe.event("checkout.session.completed", obj))
     assert response.get_json()["outcome"] == "mismatch"
+
+
+@pytest.mark.parametrize("raw", ["5", "5:abc", "0:500", "5:10", "5:500,5:600"])
+def test_packs_that_do_not_read_stop_the_server_naming_the_setting(make_app, raw):
+    with pytest.raises(ValueError, match="POINT_PACKS"):
+        make_app(POINT_PACKS=raw)
