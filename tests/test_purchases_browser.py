@@ -21,6 +21,10 @@ def test_buy_then_the_page_after_paying_waits_for_the_webhook(page, live, sql):
         server = live(**PAY, STRIPE_API_BASE=stripe_api.url, POLL_INTERVAL_SECONDS="0.5")
         violations = watch_csp(page)
         sign_up(page, server, "buyer@example.com")
+        for path in ("/legal/commerce", "/legal/terms"):
+            page.goto(server.url + path)
+            check_a11y(page)
+        page.goto(server.url + "/")
         page.locator("#nav-buy").click()
         page.wait_for_url(server.url + "/points/buy")
         check_a11y(page)
