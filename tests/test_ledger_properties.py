@@ -419,6 +419,16 @@ class LedgerWithPurchases(Ledger):
         if full and sid in self.paid:
             self.refunded.add(sid)
 
+    @rule(user=st.integers(0, USERS - 1), amount=st.sampled_from([-5, -1, 1, 3]))
+    def support_adjusts(self, user, amount):
+        """Support grants points, or takes some back: never below zero, nothing half-done."""
+        from app.points import grants, ledger
+
+        try:
+            grants.adjust(self.user_ids[user], amount, self.support_id, "checked")
+        except ledger.InsufficientPoints:
+            pass
+
     @rule(purchase=bought, job=Ledger.jobs, what=st.sampled_from(["redeliver", "refund", "pay"]))
     def race_purchase(self, purchase, job, what):
         """A webhook and a job's start at once, from two real threads (or two deliveries)."""
