@@ -18,13 +18,13 @@
   per code, so a webhook re-delivered opens its incident once.
 
 Revision ID: i27_purchases
-Revises: 0006
+Revises: i24_brakes
 """
 
 from alembic import op
 
 revision = "i27_purchases"
-down_revision = "0006"
+down_revision = "i24_brakes"  # after the brakes: chained in the order they landed
 branch_labels = None
 depends_on = None
 
