@@ -273,7 +273,8 @@ def reverse(charge: dict[str, Any]) -> str:
             job_id=None,
             user_id=None,
             detail=f"charge {charge.get('id')} (payment {charge.get('payment_intent')}) was"
-            " refunded, but no credited purchase has that payment",
+            " refunded, but no credited purchase has that payment (yet: if one is credited"
+            " later, take its points back with a correction)",
             payment_ref=str(charge.get("id")),
         )
         return "unmatched"
