@@ -767,3 +767,14 @@ def test_a_payment_for_an_unknown_user_opens_an_incident_and_answers(make_app, s
 def test_packs_that_do_not_read_stop_the_server_naming_the_setting(make_app, raw):
     with pytest.raises(ValueError, match="POINT_PACKS"):
         make_app(POINT_PACKS=raw)
+
+
+def test_a_refund_of_a_payment_never_credited_opens_one_incident(make_app, stripe_api, sql):
+    app, client, _ = shop_client(make_app, stripe_api)
+    charge = fakestripe.event("charge.refunded", fakestripe.refunded_charge("pi_unknown", 2000))
+    for _ in range(2):  # re-delivered
+        response = webhook_via(client, charge)
+        assert response.status_code == 200
+        assert response.get_json()["outcome"] == "unmatched"
+    assert sql("SELECT code, severity FROM incidents") == [("REFUND_UNMATCHED", "warning")]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind LIKE 'purchase%%'") == [(0,)]
