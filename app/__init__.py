@@ -87,20 +87,31 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["executor"] = _executor(app)
     app.extensions["housekeeping"] = housekeeping.throttles()
     app.extensions["layer_provider"] = make_provider(app.config)
-    app.extensions["layer_cache"] = SingleFlightCache(
-        maxsize=app.config["LAYER_CACHE_SIZE"], ttl=app.config["LAYER_CACHE_TTL_SECONDS"]
-    )
-    if _shared_layer_cache(app):
+
+    def caches(size_key: str, ttl_key: str) -> object:
+        local = SingleFlightCache(maxsize=app.config[size_key], ttl=app.config[ttl_key])
+        if not _shared_layer_cache(app):
+            return local
         from .assessment.analysis import LAYERS
         from .caches.sharedflight import SharedSingleFlightCache
 
-        app.extensions["layer_cache"] = SharedSingleFlightCache(
+        return SharedSingleFlightCache(
             app,
-            app.extensions["layer_cache"],
-            app.config["LAYER_CACHE_TTL_SECONDS"],
+            local,
+            app.config[ttl_key],
             # Every layer of every job slot may be fetching at once.
             connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
+
+    from .assessment.providers import ZONES
+    from .caches.routed import RoutedCache
+
+    # Tiles (id/z/x/y) live long: the portal's zones change a few times a year.
+    app.extensions["layer_cache"] = RoutedCache(
+        caches("LAYER_CACHE_SIZE", "LAYER_CACHE_TTL_SECONDS"),
+        caches("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS"),
+        ZONES,
+    )
 
     from .web import assessments, auth, cli, errors, headers, health, main, preferences, support
 

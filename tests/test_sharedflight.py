@@ -34,7 +34,7 @@ class Upstream:
 
 
 def caches(make_app, n: int = 4) -> list[SharedSingleFlightCache]:
-    built = [make_app(**SHARED).extensions["layer_cache"] for _ in range(n)]
+    built = [make_app(**SHARED).extensions["layer_cache"].layers for _ in range(n)]
     assert all(isinstance(cache, SharedSingleFlightCache) for cache in built)
     return built
 
@@ -106,7 +106,7 @@ def test_an_expired_value_is_asked_again(make_app, sql):
     ],
 )
 def test_the_shared_cache_is_opt_in(make_app, settings, shared):
-    cache = make_app(**settings).extensions["layer_cache"]
+    cache = make_app(**settings).extensions["layer_cache"].layers
     assert isinstance(cache, SharedSingleFlightCache) == shared
 
 
@@ -114,7 +114,7 @@ def test_without_its_table_the_cache_still_answers_from_upstream(make_app, db_pr
     # The cache's own database connection goes through a proxy that is down: a job must
     # not end over the shared table (its own writes ride out the blip), so the value is
     # fetched here, once per miss, and a later miss in this process is a hit.
-    cache = make_app(**SHARED).extensions["layer_cache"]
+    cache = make_app(**SHARED).extensions["layer_cache"].layers
     cache.app.config["SQLALCHEMY_DATABASE_URI"] = (
         f"postgresql+psycopg://postgres@127.0.0.1:{db_proxy.port}/postgres"
     )
@@ -127,7 +127,7 @@ def test_without_its_table_the_cache_still_answers_from_upstream(make_app, db_pr
 
 def test_the_cache_has_its_own_pool_sized_for_every_layer_fetch(make_app):
     app = make_app(**SHARED, MAX_CONCURRENT_JOBS=3)
-    cache = app.extensions["layer_cache"]
+    cache = app.extensions["layer_cache"].layers
     with app.app_context():
         assert cache.engine() is not db.engine
     assert cache.engine().pool.size() == 3 * len(LAYERS)

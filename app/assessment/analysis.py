@@ -1,7 +1,11 @@
-"""From upstream numbers to hazard levels, an overall score and a short narrative.
+"""From what the layers read to hazard levels, an overall score and a short narrative.
 
-Every layer turns the numbers it reads into an index from 0 (no hazard) to 1, which maps
-to a level from 1 (very low) to 5 (very high). The overall score, 0 to 100, is the
+Flood, tsunami and landslide read the designated zones of the hazard map portal over the
+place's outline (shares of the area per legend class); liquefaction the landform class of
+the 250 m meshes inside it; seismic J-SHIS's 30-year probability of strong shaking there.
+Each layer's level, 1 (very low) to 5 (very high), follows from those shares by the rules
+below (SIGNIFICANT, DEPTH_LEVEL, the landslide, liquefaction and shaking rules); its index
+is the middle of that level's fifth of 0 to 1. The overall score, 0 to 100, is the
 weighted mean of the indexes times 100: higher means more hazard. The overall level is
 the score's level, raised to one below the worst layer's level when that is higher: a
 mean must not hide one very high hazard behind a mild word. Everything here is
@@ -23,117 +27,241 @@ LANGS = tuple(LABELS)
 Numbers = dict[str, float]
 
 
-def _ramp(value: float, zero_at: float, one_at: float) -> float:
-    """Map value linearly to 0 at zero_at and 1 at one_at, clamped to [0, 1]."""
-    return min(1.0, max(0.0, (value - zero_at) / (one_at - zero_at)))
+# The level rules, documented in the report and in docs/providers.md. A class counts as
+# present in a place when it covers at least SIGNIFICANT of the area read: a few pixels
+# of a zone along the edge of a large city must not decide its level (they still show on
+# the map and in the shares, and make it level 2 at least).
+SIGNIFICANT = 0.01
+DEPTH_LEVEL = {1: 2, 2: 3, 3: 4, 4: 5, 5: 5, 6: 5}  # legend rank of the depth -> level
+# J-SHIS's legend bands of the 30-year probability of JMA intensity 6-lower or more.
+SHAKING_BANDS = (
+    ("lt0.1", 0.001, "under 0.1 %", "0.1%未満"),
+    ("0.1-3", 0.03, "0.1 to 3 %", "0.1〜3%"),
+    ("3-6", 0.06, "3 to 6 %", "3〜6%"),
+    ("6-26", 0.26, "6 to 26 %", "6〜26%"),
+    ("ge26", 2.0, "26 % or more", "26%以上"),
+)
+TENDENCIES = (
+    ("very_low", "very low", "非常に低い"),
+    ("low", "low", "低い"),
+    ("moderate", "moderate", "やや高い"),
+    ("high", "high", "高い"),
+    ("water", "water", "水域"),
+)
+NOT_MAPPED = "not_mapped"
 
 
-def _flood(n: Numbers) -> float:
-    return 0.6 * _ramp(n["lowest_elevation_m"], 20, 0) + 0.4 * _ramp(n["max_hourly_mm"], 30, 100)
+def index_of(level: int) -> float:
+    """Return the index (0 to 1) that stands for a level: the middle of its fifth."""
+    return round((level - 1) / 5 + 0.1, 3)
 
 
-def _tsunami(n: Numbers) -> float:
-    return _ramp(n["lowest_elevation_m"], 15, 0) * _ramp(n["coast_distance_km"], 10, 0)
+def _zone_row(answer: Mapping[str, Any], legend: Sequence[Any]) -> dict[str, Any]:
+    counts = answer["counts"]
+    total = sum(counts.values()) or 1
+    shares = {key: round(count / total, 4) for key, count in counts.items()}
+    present = [zone for zone in legend if counts.get(zone.key, 0) > 0]
+    significant = [zone for zone in present if counts[zone.key] / total >= SIGNIFICANT]
+    return {
+        "shares": shares,
+        "present": present,
+        "significant": significant,
+        "zoned": round(sum(counts.get(z.key, 0) for z in legend) / total, 4),
+    }
 
 
-def _liquefaction(n: Numbers) -> float:
-    return 0.7 * n["soft_soil_ratio"] + 0.3 * _ramp(n["lowest_elevation_m"], 10, 0)
+def _depth(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    from .portal import ZONE_DATASETS
+    from .tiles import LEGENDS
+
+    (dataset,) = fetched
+    answer = fetched[dataset][0]
+    legend = LEGENDS[ZONE_DATASETS[dataset]]
+    row = _zone_row(answer, legend)
+    if row["significant"]:
+        level = DEPTH_LEVEL[max(zone.rank for zone in row["significant"])]
+    else:
+        level = 2 if row["present"] else 1
+    worst = max(row["present"], key=lambda zone: zone.rank).key if row["present"] else None
+    return {
+        "index": index_of(level),
+        "numbers": {"zone_share": row["zoned"]},
+        "shares": row["shares"],
+        "worst": worst,
+        "mapped": True,
+        "maps": {dataset: answer["rects"]},
+    }
 
 
-def _landslide(n: Numbers) -> float:
-    slope = _ramp(n["steepest_slope_deg"], 5, 35)
-    return 0.6 * slope + 0.25 * _ramp(n["max_hourly_mm"], 30, 100) + 0.15 * n["soft_soil_ratio"]
+def _landslide(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    from .portal import ZONE_DATASETS
+    from .tiles import LEGENDS
+
+    shares: dict[str, float] = {}
+    present: list[Any] = []
+    warning = special = 0.0
+    worst = None
+    for dataset, answers in fetched.items():
+        legend = LEGENDS[ZONE_DATASETS[dataset]]
+        row = _zone_row(answers[0], legend)
+        shares.update({z.key: row["shares"][z.key] for z in legend})
+        present += row["present"]
+        warning = max(warning, row["shares"][legend[0].key])
+        special = max(special, row["shares"][legend[1].key])
+        for zone in row["present"]:
+            if worst is None or zone.rank > worst.rank:
+                worst = zone
+    if special >= 5 * SIGNIFICANT:
+        level = 5
+    elif special >= SIGNIFICANT:
+        level = 4
+    elif warning >= SIGNIFICANT:
+        level = 3
+    else:
+        level = 2 if present else 1
+    answers0 = [answers[0] for answers in fetched.values()]
+    zoned = min(
+        1.0, sum(1 - a["counts"]["none"] / (sum(a["counts"].values()) or 1) for a in answers0)
+    )
+    shares["none"] = round(1 - zoned, 4)
+    return {
+        "index": index_of(level),
+        "numbers": {"warning_share": round(warning, 4), "special_share": round(special, 4)},
+        "shares": shares,
+        "worst": worst.key if worst else None,
+        "mapped": True,
+        "maps": {dataset: answers[0]["rects"] for dataset, answers in fetched.items()},
+    }
 
 
-def _seismic(n: Numbers) -> float:
-    return _ramp(n["shaking_prob_30y"] * n["amplification"], 0.05, 1.2)
+def _mesh_shares(keys: Sequence[str], asked: int) -> dict[str, float]:
+    total = asked or 1
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    return {key: round(count / total, 4) for key, count in counts.items()}
+
+
+def _liquefaction(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    from .jshis import LIQUEFACTION_TENDENCY
+
+    answers = fetched["ground"]
+    with_data = [a for a in answers if not a.get("no_data")]
+    tendencies = [LIQUEFACTION_TENDENCY.get(int(a["jcode"]), NOT_MAPPED) for a in with_data]
+    tendencies += [NOT_MAPPED] * (len(answers) - len(with_data))
+    shares = {key: 0.0 for key, _, _ in TENDENCIES} | _mesh_shares(tendencies, len(answers))
+    land = 1 - shares.get("water", 0.0) - shares.get(NOT_MAPPED, 0.0) or 1
+    high, moderate = shares["high"] / land, shares["moderate"] / land
+    if high >= 0.25:
+        level = 5
+    elif high >= 0.05:
+        level = 4
+    elif high + moderate >= 0.25:
+        level = 3
+    elif high + moderate + shares["low"] > 0:
+        level = 2
+    else:
+        level = 1
+    order = ("very_low", "low", "moderate", "high")
+    worst = max((t for t in tendencies if t in order), key=order.index, default=None)
+    return {
+        "index": index_of(level),
+        "numbers": {"high_tendency_share": round(high, 4)},
+        "shares": shares,
+        "worst": worst,
+        "mapped": bool(with_data),
+        "landforms": sorted({int(a["jcode"]) for a in with_data}),
+    }
+
+
+def _seismic(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    answers = [a for a in fetched["faults"] if not a.get("no_data")]
+    probabilities = [float(a["shaking_prob_30y"]) for a in answers]
+    bands = [next(i for i, b in enumerate(SHAKING_BANDS) if p < b[1]) for p in probabilities]
+    keys = [SHAKING_BANDS[i][0] for i in bands]
+    shares = {band[0]: 0.0 for band in SHAKING_BANDS} | _mesh_shares(keys, len(fetched["faults"]))
+    missing = len(fetched["faults"]) - len(answers)
+    if missing:
+        shares[NOT_MAPPED] = round(missing / len(fetched["faults"]), 4)
+    worst = max(bands)  # the worst place decides, as J-SHIS's map would show it
+    return {
+        "index": index_of(worst + 1),
+        "numbers": {"shaking_prob_30y": max(probabilities)},
+        "shares": shares,
+        "worst": SHAKING_BANDS[worst][0],
+        "mapped": True,
+    }
 
 
 @dataclass(frozen=True)
 class Layer:
-    """A hazard layer: its names, the datasets it reads (in order) and how it scores."""
+    """A hazard layer: its names, the datasets it reads (in order) and how it is read."""
 
     key: str
     name_en: str
     name_ja: str
     datasets: tuple[str, ...]
-    uses: tuple[str, ...]  # the numbers its index reads
-    index: Callable[[Numbers], float]
+    read: Callable[[Mapping[str, Sequence[Mapping[str, Any]]]], dict[str, Any]]
     weight: float
 
 
 LAYERS: tuple[Layer, ...] = (
-    Layer(
-        "flood",
-        "Flood",
-        "洪水",
-        ("elevation", "rainfall"),
-        ("lowest_elevation_m", "max_hourly_mm"),
-        _flood,
-        0.25,
-    ),
-    Layer(
-        "tsunami",
-        "Tsunami",
-        "津波",
-        ("elevation", "coast"),
-        ("lowest_elevation_m", "coast_distance_km"),
-        _tsunami,
-        0.15,
-    ),
-    Layer(
-        "liquefaction",
-        "Liquefaction",
-        "液状化",
-        ("elevation", "ground"),
-        ("soft_soil_ratio", "lowest_elevation_m"),
-        _liquefaction,
-        0.15,
-    ),
+    Layer("flood", "Flood", "洪水", ("flood_zones",), _depth, 0.25),
+    Layer("tsunami", "Tsunami", "津波", ("tsunami_zones",), _depth, 0.15),
+    Layer("liquefaction", "Liquefaction", "液状化", ("ground",), _liquefaction, 0.15),
     Layer(
         "landslide",
         "Landslide",
         "土砂災害",
-        ("elevation", "ground", "rainfall"),
-        ("steepest_slope_deg", "max_hourly_mm", "soft_soil_ratio"),
+        ("debris_flow_zones", "steep_slope_zones", "landslide_zones"),
         _landslide,
         0.15,
     ),
-    Layer(
-        "seismic",
-        "Earthquake shaking",
-        "地震の揺れ",
-        ("ground", "faults"),
-        ("shaking_prob_30y", "amplification"),
-        _seismic,
-        0.30,
-    ),
+    Layer("seismic", "Earthquake shaking", "地震の揺れ", ("faults",), _seismic, 0.30),
 )
+# What a layer's row carries besides its index and numbers (describe passes them on).
+DETAILS = ("shares", "worst", "mapped", "maps", "landforms", "omitted", "legend")
 
 
-# How several answers for one field (one per tile or sample point) become one number: the
-# worst place decides, except the share of soft ground, which is the share over places.
-REDUCE: dict[str, Callable[[Sequence[float]], float]] = {
-    "min_m": min,
-    "max_slope_deg": max,
-    "max_hourly_mm": max,
-    "coast_distance_km": min,
-    "soft_soil_ratio": lambda values: sum(values) / len(values),
-    "amplification": max,
-    "shaking_prob_30y": max,
-}
-RENAMED = {"min_m": "lowest_elevation_m", "max_slope_deg": "steepest_slope_deg"}
+def legend_of(key: str) -> list[dict[str, Any]]:
+    """Return a layer's classes in order: key, colour, names, and the dataset they are of."""
+    from .portal import ZONE_DATASETS
+    from .tiles import LEGENDS
 
-
-def summarise(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> Numbers:
-    """Reduce each dataset's answers (one per tile, point or area) to named numbers."""
-    numbers: Numbers = {}
-    for answers in fetched.values():
-        for field, reduce in REDUCE.items():
-            values = [float(a[field]) for a in answers if field in a]
-            if values:
-                numbers[RENAMED.get(field, field)] = reduce(values)
-    return numbers
+    layer = next(layer for layer in LAYERS if layer.key == key)
+    if key == "liquefaction":
+        colours = ("#E8F1DA", "#FFF1A8", "#FFB266", "#E0533D", "#9CC3E6")
+        return [
+            {"key": k, "colour": c, "en": en, "ja": ja}
+            for (k, en, ja), c in zip(TENDENCIES, colours, strict=True)
+        ]
+    if key == "seismic":
+        colours = ("#F2F2D9", "#FFE599", "#FFB266", "#F47A5A", "#C0392B")
+        return [
+            {"key": k, "colour": c, "en": en, "ja": ja}
+            for (k, _, en, ja), c in zip(SHAKING_BANDS, colours, strict=True)
+        ]
+    names = {
+        "debris_flow": ("debris flow", "土石流"),
+        "steep_slope": ("steep slope", "急傾斜地"),
+        "landslide": ("landslide", "地すべり"),
+    }
+    rows = []
+    for dataset in layer.datasets:
+        for zone in LEGENDS[ZONE_DATASETS[dataset]]:
+            kind = zone.key.rsplit("_", 1)[0]
+            en, ja = names.get(kind, ("", ""))
+            rows.append(
+                {
+                    "key": zone.key,
+                    "colour": zone.colour,
+                    "rank": zone.rank,
+                    "dataset": dataset,
+                    "en": f"{en}: {zone.label_en}" if en else zone.label_en,
+                    "ja": f"{ja}：{zone.label_ja}" if ja else zone.label_ja,
+                }
+            )
+    return rows
 
 
 def level_of(index: float) -> int:
@@ -147,15 +275,26 @@ def analyse(
     """Score every layer from its fetched datasets and write the narrative in lang."""
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
+    from .terms import omitted
+
     scored = []
     for layer in LAYERS:
-        numbers = summarise(fetched[layer.key])
+        if reason := omitted(layer.key, area):
+            # Not read: the data's terms forbid this use here. Not scored, said why.
+            scored.append(
+                {
+                    "key": layer.key,
+                    "index": 0.0,
+                    "numbers": {},
+                    "shares": {},
+                    "worst": None,
+                    "mapped": False,
+                    "omitted": reason,
+                }
+            )
+            continue
         scored.append(
-            {
-                "key": layer.key,
-                "index": round(layer.index(numbers), 3),
-                "numbers": {name: round(numbers[name], 2) for name in layer.uses},
-            }
+            {"key": layer.key, **layer.read(fetched[layer.key]), "legend": legend_of(layer.key)}
         )
     return describe(area, lang, scored)
 
@@ -183,16 +322,21 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
                 "label": LABELS[lang][level - 1],
                 "index": row["index"],
                 "numbers": dict(row["numbers"]),
+                **{k: row[k] for k in DETAILS if k in row},
             }
         )
-    weighted = sum(layer.weight * row["index"] for layer, row in zip(LAYERS, layers, strict=True))
-    score = round(100 * weighted / sum(layer.weight for layer in LAYERS))
+    # A layer not read (its data's terms forbid the use here) is left out of the score.
+    read = [
+        (layer, row) for layer, row in zip(LAYERS, layers, strict=True) if row.get("mapped", True)
+    ]
+    weighted = sum(layer.weight * row["index"] for layer, row in read)
+    score = round(100 * weighted / (sum(layer.weight for layer, _ in read) or 1))
     score_label = LABELS[lang][overall_level(score, layers) - 1]
     return {
         "layers": layers,
         "score": score,
         "score_label": score_label,
-        "narrative": narrative(area, lang, score, score_label, layers),
+        "narrative": narrative(area, lang, score, score_label, [r for _, r in read] or layers),
     }
 
 

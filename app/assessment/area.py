@@ -30,6 +30,9 @@ class Area:
     approximate_location: bool = field(default=False, compare=False)
     location_basis: str = field(default="", compare=False)
     places_as_of: str = field(default="", compare=False)  # the postal data's month
+    # A point's report: the circle of this radius around (lat, lon), in the unit named
+    # by the fields above (its code then carries the point: "131016@35.68120,139.76710").
+    radius_m: float = field(default=0.0, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the area as JSON-safe values."""

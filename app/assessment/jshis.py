@@ -13,13 +13,21 @@ A normal answer is a FeatureCollection with ``"status": "Success"`` whose first 
 parameter), 403 (the request limit), 404 (no such mesh) and 5xx are the documented errors.
 A mesh without data (404, or AVS 0 for water) is no answer, not a failure: the layer reads
 the points that have data and fails only when none has.
+
+The meshes asked are those of an even grid inside the place's outline (sampling.py
+mesh_points, at most MESH_BUDGET). ``sstrct`` also gives each mesh's landform class
+(``JCODE``, the 250 m mesh landform classification of Wakamatsu and Matsuoka, 2013, which
+J-SHIS's ground model is built on): the liquefaction layer maps it to a liquefaction
+tendency (LIQUEFACTION_TENDENCY below). The shaking probability is read as published:
+it is already the probability at the surface, ground amplification included, so it is
+not multiplied by ARV again (J-SHIS's method; its terms of use, Art. 3.3).
 """
 
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .sampling import mesh250, parse_point, sample_points
+from .sampling import mesh250, mesh_points, parse_point
 from .upstream import ProviderError, ProviderFailure, RetryPolicy, UpstreamError, get_json
 
 DEFAULT_BASE_URL = "https://www.j-shis.bosai.go.jp/map/api"
@@ -28,6 +36,12 @@ ATTRIBUTION_EN = (
 )
 ATTRIBUTION_JA = "防災科学技術研究所 J-SHIS（地震ハザードステーション）"
 SOFT_GROUND_AVS30 = 200.0  # m/s: below this the top 30 m is soft (Site Class E-like) ground
+# NIED's own names of the map versions and cases this app asks for.
+RELEASES = {
+    "Y2024": "全国地震動予測地図2024年版 (National Seismic Hazard Maps for Japan, 2024)",
+    "Y2020": "全国地震動予測地図2020年版 (National Seismic Hazard Maps for Japan, 2020)",
+}
+CASES = {"AVR": "平均ケース (average case)", "MAX": "最大ケース (maximum case)"}
 REASONS = {
     400: "the service refused the request as malformed (HTTP 400)",
     403: "the service refused the request: its request limit is reached (HTTP 403)",
@@ -82,8 +96,8 @@ class JshisProvider:
         self.policy = policy or RetryPolicy()
 
     def keys(self, area: Any, dataset: str) -> list[str]:
-        """Return the distinct 250 m meshes of the area's sample points."""
-        return list(dict.fromkeys(mesh250(lat, lon) for lat, lon in sample_points(area)))
+        """Return the distinct 250 m meshes of an even grid inside the area's outline."""
+        return mesh_keys(area)
 
     def url(self, dataset: str, mesh: str) -> str:
         """Return the documented request URL for one dataset of one mesh."""
@@ -120,19 +134,24 @@ class JshisProvider:
         avs30 = _number(properties, "AVS")
         if avs30 <= 0:  # water: no ground to speak of
             return None
+        jcode = int(_number(properties, "JCODE"))
+        if jcode not in LANDFORMS:
+            raise ProviderFailure("the answer's landform class is not one of J-SHIS's", str(jcode))
         return {
             "amplification": _number(properties, "ARV"),
             "soft_soil_ratio": 1.0 if avs30 < SOFT_GROUND_AVS30 else 0.0,
+            "jcode": jcode,
         }
 
     def source(self, dataset: str) -> dict[str, Any]:
         """Describe where this dataset's figures come from, for the report."""
-        version = (
-            f"{self.version} {self.case}"
-            if dataset == "faults"
-            else f"shallow ground {self.ground_version}"
-        )
+        if dataset == "faults":
+            release = RELEASES.get(self.version, self.version)
+            version = f"{release}, {CASES.get(self.case, self.case)} (T30_I55_PS)"
+        else:
+            version = f"表層地盤 (shallow ground) {self.ground_version}, JCODE / ARV / AVS"
         return {
+            "dataset_id": "pshm" if dataset == "faults" else "sstrct",
             "provider": self.name,
             "real": True,
             "service": "J-SHIS",
@@ -146,6 +165,55 @@ class JshisProvider:
     def check(self, lat: float, lon: float) -> dict[str, Any] | None:
         """Ask once about the mesh of one point (for `flask providers-check`)."""
         return self.fetch("faults", mesh250(lat, lon))
+
+
+def mesh_keys(area: Any) -> list[str]:
+    """Return the 250 m meshes asked for an area: an even grid inside its outline."""
+    from .outlines import outline_of
+
+    points = mesh_points(outline_of(area).geometry)
+    return list(dict.fromkeys(mesh250(lat, lon) for lat, lon in points))
+
+
+# J-SHIS's landform classes (JCODE; Wakamatsu and Matsuoka's 250 m mesh classification).
+LANDFORMS = {
+    1: ("山地", "mountain"),
+    2: ("山麓地", "mountain footslope"),
+    3: ("丘陵", "hill"),
+    4: ("火山地", "volcano"),
+    5: ("火山山麓地", "volcanic footslope"),
+    6: ("火山性丘陵", "volcanic hill"),
+    7: ("岩石台地", "rocky terrace"),
+    8: ("砂礫質台地", "gravelly terrace"),
+    9: ("ローム台地", "loam terrace"),
+    10: ("谷底低地", "valley bottom lowland"),
+    11: ("扇状地", "alluvial fan"),
+    12: ("自然堤防", "natural levee"),
+    13: ("後背湿地", "back marsh"),
+    14: ("旧河道", "former river channel"),
+    15: ("三角州・海岸低地", "delta and coastal lowland"),
+    16: ("砂州・砂礫州", "sand bar and gravel bar"),
+    17: ("砂丘", "sand dune"),
+    18: ("砂州・砂丘間低地", "lowland between sand bars or dunes"),
+    19: ("干拓地", "reclaimed land (drained)"),
+    20: ("埋立地", "reclaimed land (filled)"),
+    21: ("磯・岩礁", "rocky shore and reef"),
+    22: ("河原", "river bed"),
+    23: ("河道", "river channel"),
+    24: ("湖沼", "lake and marsh"),
+}
+# The liquefaction tendency of each landform, after the grouping of MLIT's
+# 「地形区分に基づく液状化の発生傾向図」 (built from the same landform data): "high" for
+# former channels, reclaimed and inter-dune lowland, river beds; "moderate" for natural
+# levees, back marshes, deltas, bars and valley-bottom lowland; "low" for fans and dunes;
+# "very_low" for mountains, hills and terraces; water has no tendency of its own.
+LIQUEFACTION_TENDENCY = {
+    **dict.fromkeys((1, 2, 3, 4, 5, 6, 7, 8, 9, 21), "very_low"),
+    **dict.fromkeys((11, 17), "low"),
+    **dict.fromkeys((10, 12, 13, 15, 16), "moderate"),
+    **dict.fromkeys((14, 18, 19, 20, 22), "high"),
+    **dict.fromkeys((23, 24), "water"),
+}
 
 
 def point_of(key: str) -> tuple[float, float]:

@@ -17,7 +17,11 @@ Accepted forms:
 - any of these after a postal code (〒160-0023 新宿区西新宿2-8-1): the name decides where it
   names a place the code covers, or a ward of it; a street alone after the code ("〒430-0946
   元城町1-2") goes by the code; a name and a code that disagree offer both;
-- the local-government code: 5 digits, or 6 whose last is the check digit (validated).
+- the local-government code: 5 digits, or 6 whose last is the check digit (validated);
+- a point: "35.6812, 139.7671" (latitude, longitude in decimal degrees), or a GSI map URL
+  whose fragment holds them ("https://maps.gsi.go.jp/#16/35.681236/139.767125/"): the
+  report covers a 500 m circle around it, named by the municipality whose outline
+  (国土数値情報 N03, outlines.py) contains it.
 
 Abolished units (浜松市中区, 22131: Hamamatsu's wards before 2024) are not places any more:
 naming one raises PlaceSuperseded, which says what it became and offers the current units.
@@ -39,13 +43,15 @@ Romaji words must be plain: "S.a.p.p.o.r.o", "sap/poro" or "Sapporo-----" match 
 error suggests Sapporo), because reading through punctuation would accept anything at all.
 """
 
+import dataclasses
 import difflib
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
-from . import postal
-from .area import Area
+from . import outlines, postal
+from .area import Area, tiles_around
 from .exceptions import MAX_SUGGESTIONS, N_, PlaceAmbiguous, PlaceNotFound, PlaceSuperseded
 from .gazetteer import Gazetteer, Prefecture, check_digit, gazetteer
 from .keys import is_romaji, ja_key, romaji_key
@@ -60,6 +66,13 @@ __all__ = [
 ]
 
 # Japanese postal codes: 3 digits, a hyphen (of any width or style) or none, 4 digits.
+# A point: decimal latitude and longitude, or a GSI map URL's "#zoom/lat/lon".
+LAT_LON = re.compile(r"(-?[0-9]{1,3}\.[0-9]+)\s*[,、\s]\s*(-?[0-9]{1,3}\.[0-9]+)")
+GSI_MAP_URL = re.compile(
+    r"maps\.gsi\.go\.jp/.*#[0-9]{1,2}/(-?[0-9]+(?:\.[0-9]+)?)/(-?[0-9]+(?:\.[0-9]+)?)"
+)
+JAPAN_BOX = (20.0, 122.0, 46.5, 154.0)  # south, west, north, east
+NEAR_MISSING_KM = 15.0
 POSTAL_CODE = re.compile(r"(?:〒\s*)?([0-9]{3}[-‐‑‒–—―−ー]?[0-9]{4})(?![0-9])")
 # What separates the parts of a place: 伊達市（北海道）, "Chuo-ku, Sapporo", 北海道、伊達市.
 PART_SEPARATOR = re.compile(r"[,;、()\[\]【】「」]")
@@ -85,9 +98,60 @@ def resolve_place(query: str) -> Area:
                 "or its local-government code."
             )
         )
+    if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text):
+        return _by_point(float(point[1]), float(point[2]))
     if code := POSTAL_CODE.match(text):
         return _by_postal_code(text, code)
     return _by_text(text)
+
+
+def _by_point(lat: float, lon: float) -> Area:
+    south, west, north, east = JAPAN_BOX
+    if not (south <= lat <= north and west <= lon <= east):
+        raise PlaceNotFound(
+            N_(
+                "%(lat)s, %(lon)s is not in Japan. Give the latitude first, then the "
+                "longitude, in decimal degrees (35.6812, 139.7671)."
+            ),
+            lat=f"{lat:g}",
+            lon=f"{lon:g}",
+        )
+    lat, lon = round(lat, 5), round(lon, 5)
+    gaz = gazetteer()
+    current = {area.code5 for area in gaz.areas}
+    found = [gaz.by_code5[c] for c in outlines.containing(lat, lon, current)]
+    approximate = False
+    if not found:
+        # A unit whose outline the source lacks (長崎市): the nearest such centre, if close.
+        missing = set(outlines.meta()["missing"]) & current
+        near = sorted((_km(lat, lon, gaz.by_code5[c].lat, gaz.by_code5[c].lon), c) for c in missing)
+        if not near or near[0][0] > NEAR_MISSING_KM:
+            raise PlaceNotFound(
+                N_(
+                    "%(lat)s, %(lon)s lies in no municipality's outline: it may be at sea. "
+                    "Check the point, or type the municipality's name."
+                ),
+                lat=f"{lat:.5f}",
+                lon=f"{lon:.5f}",
+            )
+        found, approximate = [gaz.by_code5[near[0][1]]], True
+    unit = found[0]
+    return dataclasses.replace(
+        unit,
+        code=f"{unit.code}@{lat:.5f},{lon:.5f}",
+        lat=lat,
+        lon=lon,
+        tiles=tiles_around(lat, lon),
+        radius_m=outlines.POINT_RADIUS_M,
+        approximate_location=approximate,
+        location_basis=unit.name_ja if approximate else "",
+    )
+
+
+def _km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    d_lat = (lat2 - lat1) * 111.32
+    d_lon = (lon2 - lon1) * 111.32 * math.cos(math.radians(lat1))
+    return math.hypot(d_lat, d_lon)
 
 
 def _by_text(text: str) -> Area:

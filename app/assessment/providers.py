@@ -1,20 +1,22 @@
 """Where hazard data comes from: upstream datasets, fetched one key at a time.
 
-Hazard layers are computed from a few shared upstream datasets, fetched per map tile
-("12/3640/1514") or per municipality (its 6-digit code). Several layers read the same
-dataset at the same moment (flood, tsunami, liquefaction and landslide all need the
-elevation of every tile), which is why fetches go through the single-flight cache.
+Hazard layers are read from a few upstream datasets, fetched per map tile ("15/29102/12903",
+the designated zones of the hazard map portal) or per 250 m mesh (J-SHIS's ground and
+shaking). Two jobs for neighbouring places read some of the same tiles, which is why
+fetches go through the single-flight (and shared) cache.
 
 Providers, chosen by LAYER_PROVIDER, for every dataset or per dataset:
-- ``demo`` (default): deterministic numbers derived from a hash of (dataset, key), with a
-  sleep per call so that a job takes about ASSESSMENT_WORK_SECONDS;
-- ``http``: GET {LAYER_HTTP_BASE_URL}/{dataset}/{key} with the standard library's
-  urllib.request, a JSON object holding the dataset's fields, within
+- ``demo`` (default): tiles painted in the legends' colours by a deterministic field over
+  longitude and latitude (portal.py paint), and mesh numbers from a hash of the mesh, with
+  a pause per dataset so that a job takes about ASSESSMENT_WORK_SECONDS;
+- ``http``: GET {LAYER_HTTP_BASE_URL}/{dataset}/{key}, a JSON object holding the dataset's
+  fields (for a zone dataset, "png": the tile in base64, or null), within
   LAYER_HTTP_TIMEOUT_SECONDS (10 by default);
-- ``jshis`` (faults, ground) and ``gsi`` (elevation): real public services, see jshis.py
-  and gsi.py; asked at the area's sample points (sampling.py).
-A mapping such as ``faults=jshis,ground=jshis,elevation=gsi,*=demo`` routes each dataset to
-its provider; ``*`` names the rest (demo when left out).
+- ``portal`` (the zone datasets), ``jshis`` (faults, ground) and ``gsi`` (elevation, which
+  no layer reads any more): the real public services, see portal.py, jshis.py, gsi.py;
+- ``real``: every real provider at once.
+A mapping such as ``faults=jshis,ground=jshis,*=demo`` routes each dataset to its provider;
+``*`` names the rest (demo when left out).
 """
 
 import hashlib
@@ -28,11 +30,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from .area import TILES_PER_AREA, Area, tile_key
+from . import portal
+from .area import Area
 from .gsi import DEFAULT_URL as GSI_DEFAULT_URL
 from .gsi import GsiElevationProvider
+from .http import shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
-from .jshis import JshisProvider
+from .jshis import JshisProvider, mesh_keys
+from .sampling import mesh_centre
 from .upstream import ProviderError, RetryPolicy
 
 DEFAULT_WORK_SECONDS = 30.0
@@ -43,22 +48,23 @@ DEFAULT_HTTP_TIMEOUT_SECONDS = 10.0
 class Dataset:
     """An upstream dataset: fetched per tile or per municipality, with its number fields."""
 
-    scope: str  # "tile" or "municipality"
+    scope: str  # "zones" (portal tiles, by z/x/y) or "mesh" (250 m meshes)
     fields: Mapping[str, tuple[float, float]]  # name -> the range demo values are drawn from
 
 
 DATASETS: dict[str, Dataset] = {
-    "elevation": Dataset("tile", {"min_m": (0.0, 120.0), "max_slope_deg": (0.0, 40.0)}),
-    "rainfall": Dataset("municipality", {"max_hourly_mm": (20.0, 120.0)}),
-    "coast": Dataset("municipality", {"coast_distance_km": (0.0, 40.0)}),
-    "ground": Dataset("municipality", {"soft_soil_ratio": (0.0, 1.0), "amplification": (1.0, 2.5)}),
-    "faults": Dataset("municipality", {"shaking_prob_30y": (0.0, 0.9)}),
+    **{name: Dataset("zones", {}) for name in portal.ZONE_DATASETS},
+    "ground": Dataset(
+        "mesh",
+        {"jcode": (1, 23), "soft_soil_ratio": (0.0, 1.0), "amplification": (1.0, 2.5)},
+    ),
+    "faults": Dataset("mesh", {"shaking_prob_30y": (0.0, 0.9)}),
 }
+ZONES = tuple(portal.ZONE_DATASETS)
 
-# The demo's calls on a job's longest path: the area's tiles, which the tile-reading layers
-# fetch in step and share, then one per-municipality dataset (different layers fetch
-# theirs in parallel). The demo sleeps work_seconds / this per call.
-DEMO_CALLS_PER_JOB = TILES_PER_AREA + 1
+# The demo's pauses on a job's longest path: the datasets of the layer that reads the most
+# (landslide: three zone datasets, in turn). The demo pauses work_seconds / this per dataset.
+DEMO_CALLS_PER_JOB = 3
 
 
 class Stopped(Exception):
@@ -90,10 +96,12 @@ class LayerProvider(Protocol):
 
 
 def default_keys(area: Area, dataset: str) -> list[str]:
-    """Return the area's tiles for a tile dataset, or its code for a municipality one."""
-    if DATASETS[dataset].scope == "tile":
-        return [tile_key(tile) for tile in area.tiles]
-    return [area.code]
+    """Return the tiles covering the area's outline, or the meshes sampled inside it."""
+    from .zones import plan
+
+    if DATASETS[dataset].scope == "zones":
+        return plan(area).keys
+    return mesh_keys(area)
 
 
 def _dataset(dataset: str, key: str) -> Dataset:
@@ -117,20 +125,51 @@ class DemoProvider:
     def __init__(self, delay_seconds: float = 0.0) -> None:
         self.delay_seconds = delay_seconds
 
-    def fetch(
-        self, dataset: str, key: str, stop: threading.Event | None = None
-    ) -> dict[str, float]:
-        """Return the dataset's numbers for key, the same every time."""
-        spec = _dataset(dataset, key)
-        # The delay stands for an upstream call: a stopped job stops waiting on it at once.
+    def pace(self, dataset: str, stop: threading.Event | None = None) -> None:
+        """Pause as a real dataset's calls would; a stopped job stops waiting at once."""
         if (stop or threading.Event()).wait(self.delay_seconds):
             raise Stopped()
+
+    def fetch(self, dataset: str, key: str, stop: threading.Event | None = None) -> dict[str, Any]:
+        """Return the dataset's answer for key, the same every time."""
+        spec = _dataset(dataset, key)
+        if stop is not None and stop.is_set():
+            raise Stopped()
+        if spec.scope == "zones":
+            try:
+                return portal.encode(portal.paint(dataset, key))
+            except ValueError:
+                raise ProviderError(dataset, key, "not a tile") from None
+        if spec.scope == "mesh" and key.isdigit() and len(key) == 10:
+            return _demo_mesh(dataset, key)
         digest = hashlib.sha256(f"{dataset}/{key}".encode()).digest()
         values = {}
         for i, (field, (low, high)) in enumerate(sorted(spec.fields.items())):
             fraction = int.from_bytes(digest[4 * i : 4 * i + 4], "big") / 2**32
             values[field] = round(low + (high - low) * fraction, 3)
+        if "jcode" in values:
+            values["jcode"] = int(values["jcode"])
         return values
+
+
+# The demo's landforms, lowest field first: mountains and terraces to reclaimed land.
+DEMO_LANDFORMS = (1, 3, 9, 8, 10, 11, 12, 13, 15, 14, 20)
+
+
+def _demo_mesh(dataset: str, key: str) -> dict[str, Any]:
+    """Return a mesh's demo numbers from smooth fields over its centre: neighbours agree."""
+    import numpy as np
+
+    lat, lon = mesh_centre(key)
+    value = float(portal.demo_field(dataset, np.array([lon]), np.array([lat]))[0])
+    if dataset == "faults":
+        return {"shaking_prob_30y": round(0.02 + 0.6 * value**2, 3)}
+    jcode = DEMO_LANDFORMS[min(len(DEMO_LANDFORMS) - 1, int(value * len(DEMO_LANDFORMS)))]
+    return {
+        "jcode": jcode,
+        "amplification": round(1.0 + 1.5 * value, 3),
+        "soft_soil_ratio": 1.0 if value > 0.6 else 0.0,
+    }
 
 
 class HttpProvider:
@@ -180,15 +219,20 @@ class HttpProvider:
         return {"provider": self.name, "real": True, "service": self.base_url}
 
 
-def _numbers(dataset: str, key: str, spec: Dataset, payload: Any) -> dict[str, float]:
+def _numbers(dataset: str, key: str, spec: Dataset, payload: Any) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise ProviderError(dataset, key, "the answer is not a JSON object")
-    values = {}
+    if spec.scope == "zones":
+        png = payload.get("png", False)
+        if png is not None and not isinstance(png, str):
+            raise ProviderError(dataset, key, 'the answer lacks the tile "png" (base64 or null)')
+        return {"png": png}
+    values: dict[str, Any] = {}
     for field in spec.fields:
         value = payload.get(field)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ProviderError(dataset, key, f'the answer lacks the number "{field}"')
-        values[field] = float(value)
+        values[field] = int(value) if field == "jcode" else float(value)
     return values
 
 
@@ -213,6 +257,12 @@ class RoutedProvider:
     def keys(self, area: Area, dataset: str) -> list[str]:
         """Return the keys the dataset's provider asks by."""
         return self._for(dataset).keys(area, dataset)
+
+    def pace(self, dataset: str, stop: threading.Event | None = None) -> None:
+        """Pause as the dataset's provider does (only the demo pauses)."""
+        pace = getattr(self._for(dataset), "pace", None)
+        if pace is not None:
+            pace(dataset, stop)
 
     def source(self, dataset: str) -> dict[str, Any]:
         """Describe the dataset's provider."""
@@ -269,8 +319,20 @@ def _gsi(config: Mapping[str, Any]) -> GsiElevationProvider:
     return GsiElevationProvider(url, policy=_policy(config))
 
 
-FACTORIES = {"demo": _demo, "http": _http, "jshis": _jshis, "gsi": _gsi}
-SERVES = {"jshis": JshisProvider.datasets, "gsi": GsiElevationProvider.datasets}
+def _portal(config: Mapping[str, Any]) -> portal.PortalProvider:
+    url = str(config.get("HAZARD_PORTAL_URL") or portal.DEFAULT_URL)
+    per_host = int(config.get("LAYER_HTTP_PER_HOST", 4))
+    return portal.PortalProvider(url, shared_client(per_host), _policy(config))
+
+
+FACTORIES = {"demo": _demo, "http": _http, "jshis": _jshis, "gsi": _gsi, "portal": _portal}
+SERVES = {
+    "jshis": JshisProvider.datasets,
+    "gsi": GsiElevationProvider.datasets,
+    "portal": portal.PortalProvider.datasets,
+}
+# LAYER_PROVIDER=real: every dataset from its real service.
+REAL = "faults=jshis,ground=jshis," + ",".join(f"{name}=portal" for name in ZONES)
 
 
 def make_provider(config: Mapping[str, Any]) -> LayerProvider:
@@ -279,12 +341,14 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
     "demo" or "http" serve every dataset; "dataset=provider,...,*=provider" routes each.
     """
     kind = str(config.get("LAYER_PROVIDER") or "demo").strip().lower()
+    if kind == "real":
+        kind = REAL
     if kind in ("demo", "http"):
         return FACTORIES[kind](config)
     if "=" not in kind:
         raise ValueError(
-            f"LAYER_PROVIDER must be 'demo', 'http' or a mapping like "
-            f"'faults=jshis,ground=jshis,elevation=gsi,*=demo', not {kind!r}"
+            f"LAYER_PROVIDER must be 'demo', 'http', 'real' or a mapping like "
+            f"'faults=jshis,ground=jshis,*=demo', not {kind!r}"
         )
     wanted: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in kind.split(","))):

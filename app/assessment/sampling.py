@@ -66,3 +66,52 @@ def mesh250(lat: float, lon: float) -> str:
         t, h = divmod(h, half_lon)
         code += str(int(s) * 2 + int(t) + 1)
     return code
+
+
+MESH_BUDGET = 64  # 250 m meshes asked per dataset per job, at most
+MESH_LAT = 1 / 480  # a 250 m mesh is 7.5" of latitude by 11.25" of longitude
+MESH_LON = 1 / 320
+
+
+def mesh_points(outline: object, budget: int = MESH_BUDGET) -> list[Point]:
+    """Return the centres of 250 m meshes inside an outline, on an even grid, at most budget.
+
+    Every mesh whose centre is inside when they fit the budget; else every k-th mesh in
+    both directions, k as small as fits. At least the outline's representative point.
+    """
+    import numpy as np
+    import shapely
+
+    west, south, east, north = outline.bounds  # type: ignore[attr-defined]
+    i0, i1 = math.floor(south / MESH_LAT), math.floor(north / MESH_LAT)
+    j0, j1 = math.floor(west / MESH_LON), math.floor(east / MESH_LON)
+    stride = 1
+    while True:
+        rows = np.arange(i0, i1 + 1, stride)
+        cols = np.arange(j0, j1 + 1, stride)
+        if len(rows) * len(cols) <= budget * 40 or stride > 4096:
+            lat, lon = np.meshgrid((rows + 0.5) * MESH_LAT, (cols + 0.5) * MESH_LON, indexing="ij")
+            inside = shapely.contains_xy(outline, lon, lat)
+            if inside.sum() <= budget:
+                break
+        stride += 1
+    points = [
+        (round(float(a), 5), round(float(b), 5))
+        for a, b in zip(lat[inside], lon[inside], strict=True)
+    ]
+    if not points:
+        here = outline.representative_point()  # type: ignore[attr-defined]
+        points = [(round(here.y, 5), round(here.x, 5))]
+    return points
+
+
+def mesh_centre(code: str) -> Point:
+    """Return the centre (lat, lon) of a 10-digit 250 m mesh (the inverse of mesh250)."""
+    p, u, q, v, r, w = int(code[0:2]), int(code[2:4]), *(int(c) for c in code[4:8])
+    lat = p * 40 / 60 + q * 5 / 60 + r * 30 / 3600
+    lon = 100 + u + v * 7.5 / 60 + w * 45 / 3600
+    for digit, half_lat, half_lon in ((code[8], 15, 22.5), (code[9], 7.5, 11.25)):
+        s, t = divmod(int(digit) - 1, 2)
+        lat += s * half_lat / 3600
+        lon += t * half_lon / 3600
+    return lat + 3.75 / 3600, lon + 5.625 / 3600

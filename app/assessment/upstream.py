@@ -6,7 +6,6 @@ never beyond ``retry_after_cap`` seconds, so one slow service cannot hold a paid
 its lease. Every other failure raises UpstreamError at once with a reason a user can read.
 """
 
-import http.client
 import json
 import time
 import urllib.error
@@ -82,32 +81,14 @@ def get_json(
     *,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Any:
-    """GET url and return its decoded JSON body, retrying 5xx and 429 within the policy."""
-    request = urllib.request.Request(
-        url, headers={"Accept": "application/json, application/geo+json", "User-Agent": USER_AGENT}
-    )
-    attempt = 0
-    while True:
-        try:
-            with urllib.request.urlopen(request, timeout=policy.timeout) as response:
-                body = response.read()
-            break
-        except urllib.error.HTTPError as exc:
-            wait_header = exc.headers.get("Retry-After") if exc.headers else None
-            error_body = _read_quietly(exc)
-            if exc.code not in RETRYABLE or attempt >= policy.retries:
-                raise UpstreamError(_http_reason(exc.code), exc.code, error_body) from exc
-            wait = retry_after_seconds(wait_header, policy.retry_after_cap)
-            sleep(policy.backoff * 2**attempt if wait is None else wait)
-            attempt += 1
-        except TimeoutError as exc:
-            raise UpstreamError(f"no answer within {policy.timeout:g} s") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise UpstreamError(f"no answer within {policy.timeout:g} s") from exc
-            raise UpstreamError("unreachable", None, str(exc.reason)) from exc
-        except (OSError, http.client.HTTPException) as exc:  # reset, or not HTTP at all
-            raise UpstreamError("the connection failed", None, repr(exc)) from exc
+    """GET url and return its decoded JSON body, retrying 5xx and 429 within the policy.
+
+    The call goes through the process's pooled client (http.py), under its per-host limit.
+    """
+    from .http import shared_client
+
+    response = shared_client().get(url, policy, sleep=sleep)
+    body = response.content
     try:
         return json.loads(body)
     except ValueError as exc:  # UnicodeDecodeError is a ValueError too

@@ -1,15 +1,23 @@
-"""One assessment's work: fetch every hazard layer concurrently, then analyse."""
+"""One assessment's work: fetch every hazard layer concurrently, then analyse.
+
+A zone dataset's tiles are decoded and counted over the area's outline as they arrive
+(zones.py, tiles.py): only the counts and a coarse map are kept, never the tiles, so a
+job's memory does not grow with its tiles. Progress is the share of planned tiles and
+meshes fetched, written through the job's usual progress (at most every PROGRESS_SECONDS).
+"""
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
+from . import portal, provenance, terms, tiles, zones
 from .analysis import LANGS, LAYERS, Layer, analyse
 from .area import Area
-from .providers import LayerProvider, ProviderError, Stopped, default_keys
+from .providers import DATASETS, LayerProvider, ProviderError, Stopped, default_keys
 
 Fetched = dict[str, list[dict[str, Any]]]
 
@@ -22,6 +30,7 @@ STOP_CHECK_SECONDS = 0.1
 # comma-separated, so the page can tick each layer by its name (app/jobs/views.py).
 LAYERS_STEP = "layers:"
 ANALYSING_STEP = "Analysing"
+PROGRESS_SECONDS = 1.0
 
 
 def layers_step(keys: list[str]) -> str:
@@ -44,8 +53,12 @@ def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area:
                 continue
             describe = getattr(provider, "source", None)
             info = dict(describe(dataset)) if describe else {"real": not provider.is_demo}
-            info["points"] = len(answers)
-            info["asked"] = len(keys_for(area, dataset, provider))
+            if DATASETS[dataset].scope == "zones":
+                info.update({k: answers[0][k] for k in ("zoom", "tiles", "metres_per_pixel")})
+                info["points"] = info["asked"] = answers[0]["tiles"]
+            else:
+                info["points"] = sum(not a.get("no_data") for a in answers)
+                info["asked"] = len(keys_for(area, dataset, provider))
             notes = sorted({str(a["source"]) for a in answers if a.get("source")})
             if notes:
                 info["notes"] = notes
@@ -87,19 +100,61 @@ def run_assessment(
                 # We joined another job's fetch of this key and that job stopped: this
                 # one has not, so it fetches the key itself.
 
+    zone_plan = zones.plan(area)
+    masks = zones.Masks(zone_plan.outline.geometry)
+    read = [layer for layer in LAYERS if not terms.omitted(layer.key, area)]
+    datasets = [ds for layer in read for ds in layer.datasets]
+    planned = {ds: len(keys_for(area, ds, provider)) for ds in dict.fromkeys(datasets)}
+    done_keys = [0]
+    done_lock = threading.Lock()
+
+    def tick() -> None:
+        with done_lock:
+            done_keys[0] += 1
+
+    def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
+        legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
+        reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
+        for key in keys:
+            answer = fetch(dataset, key) or {"png": None}
+            tile = tiles.parse_tile_key(key)
+            png = portal.decode_answer(answer)
+            try:
+                classes = tiles.decode(png, legend)
+            except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
+                raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
+            reading.add(tile, classes, masks.get(tile))
+            reading.missing += png is None
+            tick()
+        return [zones.as_answer(reading, zone_plan)]
+
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
+        pace = getattr(provider, "pace", None)
+        if pace is not None:  # the demo's stand-in for the time real calls take
+            pace(dataset, stop)
         keys = keys_for(area, dataset, provider)
-        # None: the source has no data at that key (a point at sea); the rest decide.
-        answers = [a for a in (fetch(dataset, key) for key in keys) if a is not None]
-        if not answers:
+        if DATASETS[dataset].scope == "zones":
+            return fetch_zones(dataset, keys)
+        # None: the source has no data at that key (a mesh of water); the rest decide.
+        answers = []
+        for key in keys:
+            answer = fetch(dataset, key)
+            tick()
+            answers.append(
+                {"key": key, "no_data": True} if answer is None else {**answer, "key": key}
+            )
+        if all(a.get("no_data") for a in answers):
             reason = f"the service has no data at any of the {len(keys)} places asked"
             raise ProviderError(dataset, area.code, reason)
         return answers
 
     def fetch_layer(layer: Layer) -> Fetched:
+        if layer not in read:
+            return {}  # its data's terms forbid this use here: not fetched at all
         return {ds: fetch_dataset(ds) for ds in layer.datasets}
 
     total = len(LAYERS)
+    total_keys = max(1, sum(planned[ds] for ds in datasets))
     progress(layers_step([]), 0)
     fetched: dict[str, Fetched] = {}
     pool = ThreadPoolExecutor(max_workers=total, thread_name_prefix="assessment-layer")
@@ -107,6 +162,7 @@ def run_assessment(
         pending: dict[Future[Fetched], Layer] = {
             pool.submit(fetch_layer, layer): layer for layer in LAYERS
         }
+        written, written_at = 0, time.monotonic()
         while pending:
             done, _ = wait(pending, timeout=STOP_CHECK_SECONDS, return_when=FIRST_COMPLETED)
             if stop.is_set():
@@ -114,7 +170,13 @@ def run_assessment(
             for future in done:
                 layer = pending.pop(future)
                 fetched[layer.key] = future.result()  # a provider error raises here
-                progress(layers_step(list(fetched)), 5 + 85 * len(fetched) // total)
+            # Tiles and meshes done of those planned (a key shared by two layers counts
+            # twice in both), written when a layer finishes or at most every second.
+            percent = 5 + 85 * min(done_keys[0], total_keys) // total_keys
+            due = time.monotonic() - written_at >= PROGRESS_SECONDS and percent > written
+            if done or due:
+                progress(layers_step(list(fetched)), percent)
+                written, written_at = percent, time.monotonic()
     except BaseException:
         # The others stop at their next call, or at once if they are waiting on one.
         stop.set()
@@ -127,11 +189,17 @@ def run_assessment(
     analysed = analyse(area, lang, fetched)
     for row in analysed["layers"]:
         row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
+        row["source"] = [
+            {"dataset": ds, **{k: v for k, v in sources[ds].items() if k != "notes"}}
+            for ds in fetched[row["key"]]
+        ]
     report = {
         "area": area.to_dict(),
+        "extent": {**zone_plan.describe(), **zones.map_outline(zone_plan.outline.geometry)},
         "lang": lang,
         **analysed,
         "sources": sources,
+        "provenance": provenance.describe(sources, area),
         "provider": provider.name,
         # The banner: shown while any layer still reads demonstration data.
         "demo": not all(row["real"] for row in analysed["layers"]),

@@ -1,0 +1,106 @@
+"""A place's real extent: municipality outlines (国土数値情報 N03), and a point's circle.
+
+data/outlines.zip is built by scripts/build_outlines.py (its docstring says from what and
+how; index.json inside records the source, licence, commit and date). Each outline is its
+own zip member, read on first use and kept in a small LRU, so a worker holds only the
+outlines of the places it is assessing, not the whole country.
+"""
+
+import json
+import math
+import threading
+import zipfile
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import shapely
+from shapely.geometry import shape
+from shapely.geometry.base import BaseGeometry
+
+POINT_RADIUS_M = 500.0
+MISSING_RADIUS_M = 3000.0  # a unit whose outline the source lacks: a circle, said so
+METRES_PER_DEGREE_LAT = 111_320.0
+
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Outline:
+    """The extent an assessment reads, and how far it can be trusted."""
+
+    geometry: BaseGeometry
+    kind: str  # "outline", "approximate" (a union of older units), "circle"
+    note: str = ""  # what it is, when it is not the unit's own outline
+
+
+def _archive() -> zipfile.ZipFile:
+    path = resources.files(__package__).joinpath("data", "outlines.zip")
+    return zipfile.ZipFile(str(path))
+
+
+@lru_cache(maxsize=1)
+def index() -> dict[str, Any]:
+    """Return the outline index: provenance ("meta") and every unit's box ("areas")."""
+    with _lock, _archive() as archive:
+        return json.loads(archive.read("index.json"))
+
+
+def meta() -> dict[str, Any]:
+    """Return where the outlines come from (source, licence, commit, build date)."""
+    return index()["meta"]
+
+
+@lru_cache(maxsize=32)
+def _geometry(code5: str) -> BaseGeometry | None:
+    entry = index()["areas"].get(code5)
+    if entry is None or entry.get("missing"):
+        return None
+    if entry.get("union_of"):  # a designated city: its wards
+        wards = [_geometry(code) for code in entry["union_of"]]
+        geometry = shapely.union_all([w for w in wards if w is not None])
+        shapely.prepare(geometry)
+        return geometry
+    with _lock, _archive() as archive:
+        geometry = shape(json.loads(archive.read(f"{code5}.json")))
+    shapely.prepare(geometry)
+    return geometry
+
+
+def circle(lat: float, lon: float, radius_m: float) -> BaseGeometry:
+    """Return a circle around a point, in degrees (an ellipse: longitude shrinks north)."""
+    d_lat = radius_m / METRES_PER_DEGREE_LAT
+    d_lon = d_lat / math.cos(math.radians(lat))
+    unit = shapely.Point(0, 0).buffer(1.0, quad_segs=32)
+    return shapely.affinity.affine_transform(unit, [d_lon, 0, 0, d_lat, lon, lat])
+
+
+def outline_of(area: Any) -> Outline:
+    """Return the extent to read for an area: its circle, its outline, or a stand-in."""
+    if getattr(area, "radius_m", 0):
+        return Outline(circle(area.lat, area.lon, area.radius_m), "circle", "point")
+    geometry = _geometry(area.code5)
+    entry = index()["areas"].get(area.code5, {})
+    if geometry is None:
+        note = f"no outline in the source: a {MISSING_RADIUS_M / 1000:g} km circle"
+        return Outline(circle(area.lat, area.lon, MISSING_RADIUS_M), "circle", note)
+    if entry.get("approximate"):
+        return Outline(geometry, "approximate", entry["approximate"])
+    return Outline(geometry, "outline")
+
+
+def containing(lat: float, lon: float, codes: set[str] | None = None) -> list[str]:
+    """Return the codes of the units whose outline contains the point (wards, not cities)."""
+    found = []
+    for code5, entry in index()["areas"].items():
+        box = entry.get("bbox")
+        if not box or entry.get("union_of") or entry.get("union_of_wards"):
+            continue
+        if codes is not None and code5 not in codes:
+            continue
+        if box[0] <= lon <= box[2] and box[1] <= lat <= box[3]:
+            geometry = _geometry(code5)
+            if geometry is not None and shapely.contains_xy(geometry, lon, lat):
+                found.append(code5)
+    return found

@@ -1,0 +1,108 @@
+"""Where a report's figures come from, with the credit and processing note each source asks.
+
+Shown in the report, its print view and its JSON ("provenance"): one entry per service,
+the statutory disclaimer, and the landslide data's conditions for the place's prefecture.
+"""
+
+from typing import Any
+
+from . import outlines, terms
+
+DISCLAIMER_JA = (
+    "この報告書は、公開データを加工して作成した参考資料です。市町村が作成・公表する法定の"
+    "ハザードマップではありません。宅地建物取引の重要事項説明には、市町村のハザードマップを"
+    "用いてください。"
+)
+DISCLAIMER_EN = (
+    "This report is reference material processed from public data. It is not the "
+    "municipality's hazard map, which is the legal reference: for the 重要事項説明 of a "
+    "property transaction use the municipal hazard map."
+)
+JSHIS_GROUND_REFERENCE = (
+    "若松加寿江・松岡昌志 (2013) 全国統一基準による地形・地盤分類250mメッシュマップの構築と"
+    "その利用, 地震工学会誌 No.18; 防災科学技術研究所 J-SHIS 表層地盤モデル"
+)
+
+
+def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
+    """Return the report's provenance: services, disclaimer and landslide conditions."""
+    services = []
+    zone_sources = [s for name, s in sources.items() if name.endswith("_zones")]
+    if zone_sources:
+        real = all(s.get("real") for s in zone_sources)
+        services.append(
+            {
+                "service": "ハザードマップポータルサイト (Hazard Map Portal Site, MLIT)",
+                "real": real,
+                "credit_ja": (
+                    "出典：ハザードマップポータルサイト（https://disaportal.gsi.go.jp/）の"
+                    "洪水浸水想定区域・津波浸水想定・土砂災害警戒区域のタイルを加工して作成"
+                    if real
+                    else "デモ用に作成した区域（ポータルの凡例の色で描いたもの）"
+                ),
+                "credit_en": (
+                    "Source: Hazard Map Portal Site (https://disaportal.gsi.go.jp/), flood, "
+                    "tsunami and sediment-disaster zone tiles, processed (read pixel by pixel "
+                    "over the area)"
+                    if real
+                    else "Demonstration zones painted in the portal's legend colours"
+                ),
+                "datasets": sorted({s.get("dataset_id", "") for s in zone_sources} - {""}),
+            }
+        )
+    jshis_sources = [sources[name] for name in ("faults", "ground") if name in sources]
+    if jshis_sources:
+        real = all(s.get("real") for s in jshis_sources)
+        services.append(
+            {
+                "service": "J-SHIS (NIED)",
+                "real": real,
+                "credit_ja": (
+                    "出典：防災科学技術研究所 J-SHIS 地震ハザードステーション"
+                    f"（{'、'.join(s.get('version', '') for s in jshis_sources)}）。"
+                    f"地形区分：{JSHIS_GROUND_REFERENCE}。液状化の傾向は地形区分から本サービスが判定"
+                    if real
+                    else "デモ用の数値（J-SHISではありません）"
+                ),
+                "credit_en": (
+                    "Source: NIED J-SHIS ("
+                    + "; ".join(s.get("version", "") for s in jshis_sources)
+                    + "); landform classes after Wakamatsu and Matsuoka (2013); the "
+                    "liquefaction tendency is this service's reading of the landform class"
+                    if real
+                    else "Demonstration numbers, not J-SHIS"
+                ),
+            }
+        )
+    meta = outlines.meta()
+    services.append(
+        {
+            "service": "国土数値情報 行政区域 (N03)",
+            "real": True,
+            "credit_ja": "出典：" + meta["source"]["credit_ja"] + "（簡略化）",
+            "credit_en": meta["source"]["credit_en"] + " (simplified)",
+            "version": meta["source"]["dataset"],
+            "via": meta["source"]["via"],
+        }
+    )
+    services.append(
+        {
+            "service": "国土地理院 (GSI)",
+            "real": True,
+            "credit_ja": "ハザードマップポータルサイトのタイルは国土地理院のサーバーから配信",
+            "credit_en": "The portal's tiles are served by GSI (disaportaldata.gsi.go.jp)",
+        }
+    )
+    row = terms.conditions(area)
+    return {
+        "services": services,
+        "disclaimer_ja": DISCLAIMER_JA,
+        "disclaimer_en": DISCLAIMER_EN,
+        "landslide_terms": {
+            "prefecture": row.get("prefecture", ""),
+            "commercial_use": row.get("commercial_use", "unconfirmed"),
+            "conditions": row.get("conditions", ""),
+            "confirmed": row.get("confirmed", "no"),
+            "source": row.get("source", ""),
+        },
+    }

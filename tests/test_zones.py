@@ -1,0 +1,209 @@
+"""Designated zones read pixel by pixel over a real outline: legend classes, the outline's
+edge, tile budgets, points and their circles, liquefaction by landform, the report's JSON.
+
+Tiles here are constructed: PNGs painted with the legend's colours by Pillow, inside or
+across real outlines from the shipped N03 file. None of them is a recording of the portal.
+"""
+
+import io
+import json
+import math
+
+import mercantile
+import numpy as np
+import pytest
+import shapely
+from PIL import Image
+
+from app.assessment import outlines, resolve_place, tiles
+from app.assessment.analysis import LAYERS
+from app.assessment.exceptions import PlaceNotFound
+from app.assessment.jshis import LIQUEFACTION_TENDENCY
+from app.assessment.providers import make_provider
+from app.assessment.work import run_assessment
+from app.caches.singleflight import SingleFlightCache
+
+FLOOD = "01_flood_l2_shinsuishin_data"
+SIZE = tiles.TILE_SIZE
+
+
+def png(rgba: tuple[int, int, int, int], size: int = SIZE) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGBA", (size, size), rgba).save(out, "PNG")
+    return out.getvalue()
+
+
+def half_png(left: tuple[int, int, int, int], right: tuple[int, int, int, int]) -> bytes:
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[:, : SIZE // 2] = left
+    pixels[:, SIZE // 2 :] = right
+    out = io.BytesIO()
+    Image.fromarray(pixels, "RGBA").save(out, "PNG")
+    return out.getvalue()
+
+
+def inside_tile() -> tuple[mercantile.Tile, shapely.Geometry]:
+    """A z16 tile well inside 千代田区's real outline, and that outline."""
+    area = resolve_place("千代田区")
+    outline = outlines.outline_of(area).geometry
+    tile = mercantile.tile(139.7528, 35.6852, 16)  # the Imperial Palace grounds
+    assert outline.contains(shapely.box(*mercantile.bounds(tile)))
+    return tile, outline
+
+
+@pytest.mark.parametrize(
+    "dataset, zone",
+    [(dataset, zone) for dataset, legend in tiles.LEGENDS.items() for zone in legend],
+    ids=lambda value: getattr(value, "key", value),
+)
+def test_each_legend_colour_reads_as_its_class(dataset, zone):
+    tile, outline = inside_tile()
+    # Off by a few units per channel, as a renderer's colours are.
+    r, g, b = (max(0, c - 5) for c in zone.rgb)
+    reading = tiles.read_tiles(tiles.LEGENDS[dataset], outline, [(tile, png((r, g, b, 255)))])
+    assert reading.counts[zone.key] == SIZE * SIZE
+    assert reading.shares()[zone.key] == 1.0
+    others = {k: v for k, v in reading.counts.items() if k != zone.key}
+    assert set(others.values()) == {0}
+
+
+def test_transparent_missing_and_unknown_colours_are_told_apart():
+    tile, outline = inside_tile()
+    legend = tiles.LEGENDS[FLOOD]
+    transparent = tiles.read_tiles(legend, outline, [(tile, png((0, 0, 0, 0)))])
+    missing = tiles.read_tiles(legend, outline, [(tile, None)])
+    coloured = tiles.read_tiles(legend, outline, [(tile, png((0xFF, 0x91, 0x91, 255)))])
+    unknown = tiles.read_tiles(legend, outline, [(tile, png((0, 0, 255, 255)))])
+    assert transparent.counts[tiles.NO_ZONE] == SIZE * SIZE and transparent.missing == 0
+    assert missing.counts[tiles.NO_ZONE] == SIZE * SIZE and missing.missing == 1
+    assert coloured.counts["5-10"] == SIZE * SIZE and coloured.counts[tiles.NO_ZONE] == 0
+    # A colour of no class is neither a zone nor "no zone".
+    assert unknown.counts[tiles.UNRECOGNISED] == SIZE * SIZE
+    assert unknown.counts[tiles.NO_ZONE] == 0
+
+
+def test_a_tile_straddling_the_outline_counts_only_the_pixels_inside():
+    tile = mercantile.tile(139.7528, 35.6852, 16)
+    west, south, east, north = mercantile.bounds(tile)
+    # An outline that covers the tile's western half (and a little beyond it, north, south).
+    outline = shapely.box(west - 0.01, south - 0.01, (west + east) / 2, north + 0.01)
+    legend = tiles.LEGENDS[FLOOD]
+    # The western half is 3-5 m deep, the eastern >= 20 m: only the west may count.
+    tile_png = half_png((0xFF, 0xB7, 0xB7, 255), (0xDC, 0x7A, 0xDC, 255))
+    reading = tiles.read_tiles(legend, outline, [(tile, tile_png)])
+    assert reading.counts["3-5"] == SIZE * SIZE // 2
+    assert reading.counts["ge20"] == 0
+    assert reading.total() == SIZE * SIZE // 2
+
+
+def test_a_straddling_tile_of_a_real_outline_counts_what_lies_inside():
+    area = resolve_place("千代田区")
+    outline = outlines.outline_of(area).geometry
+    zoom = 15
+    edge = next(
+        t
+        for t in tiles.covering(outline, zoom)
+        if not outline.contains(shapely.box(*mercantile.bounds(t)))
+    )
+    inside = tiles.inside_mask(edge, outline)
+    assert 0 < inside.sum() < SIZE * SIZE
+    reading = tiles.read_tiles(
+        tiles.LEGENDS[FLOOD], outline, [(edge, png((0xF7, 0xF5, 0xA9, 255)))]
+    )
+    assert reading.counts["lt0.5"] == inside.sum() == reading.total()
+
+
+def test_a_tile_budget_forces_a_lower_zoom_and_the_tiles_fit_it():
+    outline = outlines.outline_of(resolve_place("浜松市")).geometry
+    deep = tiles.zoom_for(outline, 256)
+    shallow = tiles.zoom_for(outline, 16)
+    assert shallow < deep
+    for budget, zoom in ((256, deep), (16, shallow)):
+        assert len(tiles.covering(outline, zoom)) <= budget
+        assert len(tiles.covering(outline, zoom + 1)) > budget  # the deepest that fits
+
+
+def test_a_point_covers_a_500_m_circle_in_the_municipality_it_lies_in():
+    area = resolve_place("35.6812, 139.7671")  # Tokyo Station
+    assert area.code5 == "13101" and area.name_ja == "千代田区"
+    assert area.radius_m == 500 and (area.lat, area.lon) == (35.6812, 139.7671)
+    circle = outlines.outline_of(area)
+    assert circle.kind == "circle"
+    # Its area in square metres, near pi r^2.
+    k = 111_320 * math.cos(math.radians(area.lat))
+    metres2 = circle.geometry.area * 111_320 * k
+    assert abs(metres2 / (math.pi * 500**2) - 1) < 0.01
+    assert circle.geometry.contains(shapely.Point(area.lon, area.lat))
+    # A GSI map URL names the same spot; a point in another ward names that ward.
+    url = resolve_place("https://maps.gsi.go.jp/#16/35.681200/139.767100/&base=std")
+    assert url.code == area.code
+    assert resolve_place("35.6896, 139.7006").name_ja == "新宿区"
+    # A ward of a designated city, not the city.
+    assert resolve_place("43.0621, 141.3544").name_ja == "札幌市中央区"
+
+
+@pytest.mark.parametrize("query", ["0.0, 0.0", "35.5, 139.85"])  # far away; Tokyo Bay
+def test_a_point_outside_every_outline_is_a_clear_no(query):
+    with pytest.raises(PlaceNotFound):
+        resolve_place(query)
+
+
+@pytest.mark.parametrize(
+    "jcode, tendency",
+    [
+        (20, "high"),
+        (19, "high"),
+        (14, "high"),
+        (15, "moderate"),
+        (13, "moderate"),
+        (11, "low"),
+        (17, "low"),
+        (1, "very_low"),
+        (9, "very_low"),
+        (24, "water"),
+    ],
+)
+def test_the_landform_class_maps_to_its_liquefaction_tendency(jcode, tendency):
+    assert LIQUEFACTION_TENDENCY[jcode] == tendency
+    liquefaction = next(layer for layer in LAYERS if layer.key == "liquefaction")
+    row = liquefaction.read({"ground": [{"jcode": jcode, "key": "x"}] * 4})
+    assert row["shares"][tendency] == 1.0
+
+
+def assess(query: str) -> dict:
+    provider = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+    steps = []
+    report = run_assessment(
+        resolve_place(query),
+        "en",
+        provider=provider,
+        cache=SingleFlightCache(),
+        progress=lambda step, percent: steps.append(percent),
+    )
+    assert steps == sorted(steps)
+    return json.loads(json.dumps(report))  # as stored
+
+
+@pytest.mark.parametrize("query", ["千代田区", "35.6812, 139.7671"])
+def test_each_layer_reports_its_shares_worst_class_and_source(query):
+    report = assess(query)
+    assert report["extent"]["zoom"] >= 12 and report["extent"]["path"].startswith("M")
+    for layer in report["layers"]:
+        assert layer["mapped"] is True and layer["real"] is False
+        shares = layer["shares"]
+        assert all(0 <= value <= 1 for value in shares.values())
+        if layer["key"] in ("flood", "tsunami"):
+            assert abs(sum(shares.values()) - 1) < 1e-3
+        for source in layer["source"]:
+            assert {"dataset", "provider", "real"} <= source.keys()
+    flood = next(layer for layer in report["layers"] if layer["key"] == "flood")
+    assert flood["source"][0]["zoom"] == report["extent"]["zoom"]
+    assert report["provenance"]["disclaimer_en"]
+
+
+def test_kyoto_omits_the_landslide_layer_with_the_reason():
+    report = assess("京都市中京区")
+    landslide = next(layer for layer in report["layers"] if layer["key"] == "landslide")
+    assert landslide["mapped"] is False and "京都府" in landslide["omitted"]
+    assert not any(name.endswith("_zones") and "slope" in name for name in report["sources"])
+    assert report["provenance"]["landslide_terms"]["commercial_use"] == "forbidden"
