@@ -39,10 +39,6 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "JSHIS_MAP_VERSION": (str, "Y2024"),
     "JSHIS_CASE": (str, "AVR"),
     "JSHIS_GROUND_VERSION": (str, "V4"),
-    "GSI_ELEVATION_URL": (
-        str,
-        "https://cyberjapandata2.gsi.go.jp/general/dem/scripts/getelevation.php",
-    ),
     "LAYER_CACHE_TTL_SECONDS": (float, 300),
     "LAYER_CACHE_SIZE": (int, 4096),
     "TILE_CACHE_TTL_SECONDS": (float, 7 * 24 * 3600),

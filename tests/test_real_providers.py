@@ -1,6 +1,11 @@
-"""J-SHIS and the GSI elevation API, against recorded answers served by a local HTTP server."""
+"""J-SHIS and the hazard map portal, against constructed answers served by a local HTTP server.
 
-import json
+The J-SHIS answers are constructed to its documented format (tests/recorded/README.md); the
+portal's tiles are constructed here: PNGs painted with a legend colour over exactly the
+pixels inside a real N03 outline, so a report that reads them must find that class alone.
+"""
+
+import io
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -8,13 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
+import shapely
+from PIL import Image
 
-from app.assessment import resolve_place
-from app.assessment.gsi import GsiElevationProvider
+from app.assessment import outlines, resolve_place, tiles, zones
 from app.assessment.jshis import JshisProvider
-from app.assessment.providers import DemoProvider, RoutedProvider, make_provider
-from app.assessment.sampling import MAX_POINTS, mesh250, sample_points
+from app.assessment.portal import ZONE_DATASETS
+from app.assessment.providers import ZONES, RoutedProvider, make_provider
+from app.assessment.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.upstream import ProviderError, RetryPolicy, retry_after_seconds
 from tests.conftest import job_id_from, signed_in
 from tests.test_jobs import attr, poll_until, settled
@@ -28,13 +36,35 @@ def recorded(name: str) -> bytes:
     return (RECORDED / name).read_bytes()
 
 
+PAINTED = "札幌市中央区"  # the flood tiles are painted over exactly this ward's outline
+PAINT = (0xFF, 0xD8, 0xC0, 255)  # the depth legend's 0.5-3 m
+
+
+def painted_tile(key: str) -> bytes | None:
+    """A constructed flood tile: 0.5-3 m over the pixels inside the ward, else transparent."""
+    tile = tiles.parse_tile_key(key)
+    inside = tiles.inside_mask(tile, outlines.outline_of(resolve_place(PAINTED)).geometry)
+    if not inside.any():
+        return None
+    pixels = np.zeros((tiles.TILE_SIZE, tiles.TILE_SIZE, 4), dtype=np.uint8)
+    pixels[inside] = PAINT
+    out = io.BytesIO()
+    Image.fromarray(pixels, "RGBA").save(out, "PNG")
+    return out.getvalue()
+
+
 def normal(path: str) -> Answer:
     """Answer as the services do when all is well."""
     if "/pshm/" in path:
         return 200, recorded("jshis_pshm_ok.geojson"), {}
     if "/sstrct/" in path:
         return 200, recorded("jshis_sstrct_ok.geojson"), {}
-    return 200, recorded("gsi_ok.json"), {}
+    if path.startswith("/portal/" + ZONE_DATASETS["flood_zones"] + "/"):
+        key = path.removeprefix("/portal/" + ZONE_DATASETS["flood_zones"] + "/")
+        body = painted_tile(key.removesuffix(".png"))
+        if body is not None:
+            return 200, body, {"Content-Type": "image/png"}
+    return 404, b"Not Found", {}  # the portal has no tile where no zone is mapped
 
 
 class Service:
@@ -88,15 +118,11 @@ def jshis(service: Service, **kwargs) -> JshisProvider:
     return JshisProvider(service.url + "/jshis", policy=kwargs.pop("policy", FAST), **kwargs)
 
 
-def gsi(service: Service) -> GsiElevationProvider:
-    return GsiElevationProvider(service.url + "/gsi/getelevation.php", policy=FAST)
-
-
 def config(service: Service, **extra) -> dict:
     return {
-        "LAYER_PROVIDER": "faults=jshis,ground=jshis,elevation=gsi,*=demo",
+        "LAYER_PROVIDER": "real",
         "JSHIS_BASE_URL": service.url + "/jshis",
-        "GSI_ELEVATION_URL": service.url + "/gsi/getelevation.php",
+        "HAZARD_PORTAL_URL": service.url + "/portal",
         "LAYER_HTTP_TIMEOUT_SECONDS": 2,
         "LAYER_RETRY_BACKOFF_SECONDS": 0.01,
         "LAYER_RETRY_AFTER_MAX_SECONDS": 0.3,
@@ -118,16 +144,22 @@ def test_jshis_asks_the_documented_url_and_reads_the_probability(service: Servic
 
 def test_jshis_reads_amplification_and_soft_ground(service: Service) -> None:
     answer = jshis(service).fetch("ground", "5030330343")
-    assert answer == {"amplification": 1.84, "soft_soil_ratio": 1.0}  # AVS30 195.9 < 200
+    # AVS30 195.9 < 200; JCODE 15 三角州・海岸低地
+    assert answer == {"amplification": 1.84, "soft_soil_ratio": 1.0, "jcode": 15}
     assert urlsplit(service.hits[0]).path == "/jshis/sstrct/V4/meshinfo.geojson"
 
 
-def test_jshis_keys_are_the_meshes_of_the_sample_points() -> None:
+def test_jshis_keys_are_meshes_inside_the_outline() -> None:
     area = resolve_place("Sapporo")
-    points = sample_points(area)
-    assert len(points) == MAX_POINTS and points[0] == (round(area.lat, 5), round(area.lon, 5))
+    outline = outlines.outline_of(area).geometry
     keys = JshisProvider().keys(area, "faults")
-    assert keys == list(dict.fromkeys(mesh250(*p) for p in points))
+    assert 16 <= len(keys) <= MESH_BUDGET and len(set(keys)) == len(keys)
+    for key in keys:
+        lat, lon = mesh_centre(key)
+        assert outline.contains(shapely.Point(lon, lat))
+    # A small place: every mesh whose centre is inside.
+    point = resolve_place("35.6812, 139.7671")
+    assert 10 <= len(JshisProvider().keys(point, "ground")) <= 16
     assert mesh250(35.454, 139.638) == "5339154113"  # as J-SHIS names the Yokohama mesh
 
 
@@ -204,68 +236,23 @@ def test_a_timeout_is_a_provider_error(service: Service) -> None:
     assert time.monotonic() - started < 0.5  # a timeout is not retried: the job is waiting
 
 
-# --- GSI ----------------------------------------------------------------------------------
-
-
-def test_gsi_reads_elevation_and_derives_the_slope(service: Service) -> None:
-    heights = iter(["10.0", "10.0", "110.0"])  # here, 100 m east, 100 m north
-
-    def answer(path: str) -> Answer:
-        return (
-            200,
-            b'{"elevation":%s,"hsrc":"5m\\uff08\\u30ec\\u30fc\\u30b6\\uff09"}'
-            % next(heights).encode(),
-            {},
-        )
-
-    service.answer = answer
-    reading = gsi(service).fetch("elevation", "35.68124,139.76712")
-    assert reading == {"min_m": 10.0, "max_slope_deg": 45.0, "source": "5m（レーザ）"}
-    query = parse_qs(urlsplit(service.hits[0]).query)
-    assert query == {"lon": ["139.767120"], "lat": ["35.681240"], "outtype": ["JSON"]}
-
-
-def test_gsi_no_value_at_sea_is_no_answer(service: Service) -> None:
-    service.answer = lambda path: (200, recorded("gsi_no_value.json"), {})
-    assert gsi(service).fetch("elevation", "35.0,139.9") is None
-    assert len(service.hits) == 1  # no slope asked for a point at sea
-
-
-@pytest.mark.parametrize(
-    ("body", "reason"),
-    [
-        (b'{"hsrc":"5m"}', 'the answer lacks "elevation"'),
-        (b'{"elevation":"high"}', '"elevation" is not a number'),
-        (b"not json", "the answer is not valid JSON"),
-    ],
-)
-def test_gsi_malformed_answers_are_provider_errors(service: Service, body, reason) -> None:
-    service.answer = lambda path: (200, body, {})
-    with pytest.raises(ProviderError, match=reason) as info:
-        gsi(service).fetch("elevation", "35.68124,139.76712")
-    assert info.value.reason.startswith("GSI elevation API: ")
-
-
 # --- configuration --------------------------------------------------------------------------
 
 
-def test_a_mapping_routes_each_dataset(service: Service) -> None:
+def test_real_turns_every_real_provider_on(service: Service) -> None:
     provider = make_provider(config(service))
     assert isinstance(provider, RoutedProvider)
     names = {ds: p.name for ds, p in provider.routes.items()}
-    assert names == {
-        "faults": "jshis",
-        "ground": "jshis",
-        "elevation": "gsi",
-        "rainfall": "demo",
-        "coast": "demo",
-    }
-    assert [p.name for p in provider.real_providers()] == ["gsi", "jshis"]
-    assert make_provider({"LAYER_PROVIDER": "*=jshis"}).routes["elevation"].name == "demo"
+    assert names == {"faults": "jshis", "ground": "jshis", **dict.fromkeys(ZONES, "portal")}
+    assert sorted(p.name for p in provider.real_providers()) == ["jshis", "portal"]
+    assert provider.is_demo is False
+    # A mapping still routes per dataset; "*=jshis" means J-SHIS wherever it serves.
+    mixed = make_provider({"LAYER_PROVIDER": "*=jshis"})
+    assert mixed.routes["flood_zones"].name == "demo" and mixed.routes["faults"].name == "jshis"
 
 
 @pytest.mark.parametrize(
-    "mapping", ["volcano=jshis", "faults=magic", "elevation=jshis", "jshis", "faults:jshis"]
+    "mapping", ["volcano=jshis", "faults=magic", "flood_zones=jshis", "jshis", "faults:jshis"]
 )
 def test_a_bad_mapping_is_refused_at_start(mapping: str) -> None:
     with pytest.raises(ValueError):
@@ -275,48 +262,53 @@ def test_a_bad_mapping_is_refused_at_start(mapping: str) -> None:
 # --- the job and the report -------------------------------------------------------------------
 
 
-def test_a_job_with_real_providers_names_each_source(make_app, service: Service) -> None:
+def test_a_job_with_real_providers_reads_the_zones_inside_the_outline(
+    make_app, service: Service
+) -> None:
     app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit("Sapporo"))
+    job_id = job_id_from(actions.submit(PAINTED))
     html = poll_until(client, job_id, settled)
     assert attr(html, "data-status") == "succeeded", html
-    area = resolve_place("Sapporo")
+    area = resolve_place(PAINTED)
     meshes = len(JshisProvider().keys(area, "faults"))
-    # Each mesh once per J-SHIS dataset, each GSI point three times (slope): the bound.
+    planned = len(zones.plan(area).tiles)
+    # Each mesh once per J-SHIS dataset, each tile once per zone dataset: the bound.
     assert service.count("/pshm/") == meshes and service.count("/sstrct/") == meshes
-    assert service.count("/gsi/") == 3 * MAX_POINTS
+    for dataset_id in ZONE_DATASETS.values():
+        assert service.count(f"/portal/{dataset_id}/") == planned
+    report = client.get(f"/assessments/{job_id}/report.json").get_json()
+    flood = next(layer for layer in report["layers"] if layer["key"] == "flood")
+    # Painted over exactly the outline's pixels: every pixel read is 0.5-3 m.
+    assert flood["shares"]["0.5-3"] == 1.0 and flood["shares"]["none"] == 0.0
+    assert flood["worst"] == "0.5-3" and flood["level"] == 3 and flood["mapped"] is True
+    (source,) = flood["source"]
+    assert source["dataset_id"] == "01_flood_l2_shinsuishin_data"
+    assert source["zoom"] == report["extent"]["zoom"] and source["real"] is True
+    tsunami = next(layer for layer in report["layers"] if layer["key"] == "tsunami")
+    assert tsunami["shares"]["none"] == 1.0 and tsunami["worst"] is None  # 404: no zone
+    liquefaction = next(layer for layer in report["layers"] if layer["key"] == "liquefaction")
+    assert liquefaction["shares"]["moderate"] == 1.0  # JCODE 15 at every mesh
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
-    assert "J-SHIS, National Research Institute for Earth Science" in page
-    assert "Y2024 AVR" in page and "Geospatial Information Authority of Japan" in page
-    assert f"{meshes} of {meshes} points, the worst one counts" in page
-    assert "5m（レーザ）" in page
-    # Seismic reads only J-SHIS: real. Flood still reads demo rainfall: the banner stays.
+    assert "全国地震動予測地図2024年版" in page and "ハザードマップポータルサイト" in page
     assert 'data-dataset="faults" data-real="yes"' in page
-    assert 'data-dataset="rainfall" data-real="no"' in page
-    assert "Some layers are built from demonstration data" in page
-    # A second job for the same place asks nothing again: the cache answers.
+    assert "demonstration data" not in page.lower() and 'class="report-demo"' not in page
+    assert "not the municipality&#39;s hazard map" in page
+    # A second job for the same place asks nothing again: the caches answer.
     before = len(service.hits)
-    job_id = job_id_from(actions.submit("Sapporo", confirm="yes"))  # paying again, knowingly
+    job_id = job_id_from(actions.submit(PAINTED, confirm="yes"))  # paying again, knowingly
     assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
     assert len(service.hits) == before
 
 
-def test_the_banner_goes_when_every_layer_is_real(make_app, service: Service) -> None:
-    def answer(path: str) -> Answer:
-        if path.startswith(("/http/rainfall/", "/http/coast/")):
-            dataset, key = path.removeprefix("/http/").split("/", 1)
-            return 200, json.dumps(DemoProvider().fetch(dataset, key)).encode(), {}
-        return normal(path)
-
-    service.answer = answer
-    settings = config(service, LAYER_HTTP_BASE_URL=service.url + "/http")
-    settings["LAYER_PROVIDER"] = "faults=jshis,ground=jshis,elevation=gsi,*=http"
+def test_a_partly_real_job_keeps_the_banner(make_app, service: Service) -> None:
+    settings = config(service, LAYER_PROVIDER="faults=jshis,ground=jshis,*=demo")
     app, client, actions = signed_in(make_app, **settings)
-    job_id = job_id_from(actions.submit("Sapporo"))
+    job_id = job_id_from(actions.submit(PAINTED))
     assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
-    assert page.count('class="report-provenance" data-real="yes"') == 5
-    assert "demonstration data" not in page.lower() and 'class="report-demo"' not in page
+    assert 'data-dataset="faults" data-real="yes"' in page
+    assert 'data-dataset="flood_zones" data-real="no"' in page
+    assert "Some layers are built from demonstration data" in page
 
 
 def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
@@ -324,7 +316,7 @@ def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service
         (200, b"<html>maintenance</html>", {}) if "/pshm/" in path else normal(path)
     )
     app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit("Sapporo"))
+    job_id = job_id_from(actions.submit(PAINTED))
     html = poll_until(client, job_id, settled)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
     assert "J-SHIS: the answer is not valid JSON" in html and "Your point was refunded." in html
@@ -333,27 +325,48 @@ def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
 
 
-def test_no_data_at_any_point_fails_the_job_honestly(make_app, service: Service, sql) -> None:
-    service.answer = lambda path: (
-        (200, recorded("gsi_no_value.json"), {}) if "/gsi/" in path else normal(path)
-    )
+def test_a_failing_portal_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
+    service.answer = lambda path: (500, b"", {}) if "/portal/" in path else normal(path)
     app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit("Sapporo"))
+    job_id = job_id_from(actions.submit(PAINTED))
     html = poll_until(client, job_id, settled)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
-    assert "no data at any of the 5 places asked" in html
+    assert "hazard map portal: the service is unavailable (HTTP 500)" in html
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_a_tile_that_is_not_a_png_fails_the_job_honestly(make_app, service: Service, sql) -> None:
+    service.answer = lambda path: (200, b"<html>", {}) if "/portal/" in path else normal(path)
+    app, client, actions = signed_in(make_app, **config(service))
+    job_id = job_id_from(actions.submit(PAINTED))
+    html = poll_until(client, job_id, settled)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    assert "not a PNG tile" in html
+
+
+def test_no_data_at_any_mesh_fails_the_job_honestly(make_app, service: Service, sql) -> None:
+    service.answer = lambda path: (404, b"{}", {}) if "/sstrct/" in path else normal(path)
+    app, client, actions = signed_in(make_app, **config(service))
+    job_id = job_id_from(actions.submit(PAINTED))
+    html = poll_until(client, job_id, settled)
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    meshes = len(JshisProvider().keys(resolve_place(PAINTED), "ground"))
+    assert f"no data at any of the {meshes} places asked" in html
     assert sql("SELECT point_balance FROM users") == [(3,)]
 
 
 # --- flask providers-check -------------------------------------------------------------------
 
 
-def test_providers_check_prints_each_answer_and_its_time(make_app, service: Service) -> None:
+def test_providers_check_asks_the_portal_for_one_tile_per_layer(make_app, service: Service) -> None:
     app = make_app(**config(service))
     result = app.test_cli_runner().invoke(args=["providers-check"])
     assert result.exit_code == 0, result.output
-    assert "gsi: {'elevation_m': 39.8, 'hsrc': '5m（レーザ）'} (" in result.output
     assert "jshis: {'shaking_prob_30y': 0.40622} (" in result.output and " ms)" in result.output
+    for dataset_id in ZONE_DATASETS.values():
+        assert service.count(f"/portal/{dataset_id}/") == 1
+        assert f"portal {dataset_id}:" in result.output
 
 
 def test_providers_check_fails_loudly(make_app, service: Service) -> None:
@@ -362,6 +375,7 @@ def test_providers_check_fails_loudly(make_app, service: Service) -> None:
     result = app.test_cli_runner().invoke(args=["providers-check"])
     assert result.exit_code == 1
     assert "jshis: FAILED" in result.output and "request limit" in result.output
+    assert "FAILED: " in result.output.split("portal", 1)[1]
 
 
 def test_providers_check_with_the_demo_says_so(make_app) -> None:

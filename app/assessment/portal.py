@@ -19,6 +19,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+import mercantile
 import numpy as np
 from PIL import Image
 
@@ -76,6 +77,12 @@ class PortalProvider:
         self.client = client
         self.policy = policy or RetryPolicy()
 
+    def keys(self, area: Any, dataset: str) -> list[str]:
+        """Return the tiles covering the area's outline at the deepest zoom in budget."""
+        from .zones import plan
+
+        return plan(area).keys
+
     def url(self, dataset: str, key: str) -> str:
         """Return the tile's URL."""
         return f"{self.base_url}/{ZONE_DATASETS[dataset]}/{key}.png"
@@ -116,11 +123,24 @@ class PortalProvider:
             "date": datetime.now(UTC).date().isoformat(),
         }
 
-    def check(self, dataset: str, key: str) -> str:
-        """Ask for one tile (for `flask providers-check`) and say what came back."""
-        answer = self.fetch(dataset, key)
-        png = decode_answer(answer)
-        return "no tile (404: no zone mapped there)" if png is None else f"PNG, {len(png)} bytes"
+    def check_each(self, lat: float, lon: float, zoom: int = 15) -> list[tuple[str, Any]]:
+        """Ask for the tile of one point per dataset (for `flask providers-check`).
+
+        Returns (label, what came back, or the ProviderError) per dataset.
+        """
+        key = f"{zoom}/{mercantile.tile(lon, lat, zoom).x}/{mercantile.tile(lon, lat, zoom).y}"
+        results: list[tuple[str, Any]] = []
+        for dataset, dataset_id in ZONE_DATASETS.items():
+            try:
+                png = decode_answer(self.fetch(dataset, key))
+            except ProviderError as exc:
+                results.append((f"portal {dataset_id}", exc))
+                continue
+            said = (
+                "no tile (404: no zone mapped there)" if png is None else f"PNG, {len(png)} bytes"
+            )
+            results.append((f"portal {dataset_id}", f"{key}: {said}"))
+        return results
 
 
 # The demo: how much of a place each dataset's field paints, and how deep.

@@ -12,8 +12,8 @@ Providers, chosen by LAYER_PROVIDER, for every dataset or per dataset:
 - ``http``: GET {LAYER_HTTP_BASE_URL}/{dataset}/{key}, a JSON object holding the dataset's
   fields (for a zone dataset, "png": the tile in base64, or null), within
   LAYER_HTTP_TIMEOUT_SECONDS (10 by default);
-- ``portal`` (the zone datasets), ``jshis`` (faults, ground) and ``gsi`` (elevation, which
-  no layer reads any more): the real public services, see portal.py, jshis.py, gsi.py;
+- ``portal`` (the zone datasets) and ``jshis`` (faults, ground): the real public services,
+  see portal.py and jshis.py;
 - ``real``: every real provider at once.
 A mapping such as ``faults=jshis,ground=jshis,*=demo`` routes each dataset to its provider;
 ``*`` names the rest (demo when left out).
@@ -32,8 +32,6 @@ from urllib.parse import quote
 
 from . import portal
 from .area import Area
-from .gsi import DEFAULT_URL as GSI_DEFAULT_URL
-from .gsi import GsiElevationProvider
 from .http import shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
 from .jshis import JshisProvider, mesh_keys
@@ -314,23 +312,14 @@ def _jshis(config: Mapping[str, Any]) -> JshisProvider:
     )
 
 
-def _gsi(config: Mapping[str, Any]) -> GsiElevationProvider:
-    url = str(config.get("GSI_ELEVATION_URL") or GSI_DEFAULT_URL)
-    return GsiElevationProvider(url, policy=_policy(config))
-
-
 def _portal(config: Mapping[str, Any]) -> portal.PortalProvider:
     url = str(config.get("HAZARD_PORTAL_URL") or portal.DEFAULT_URL)
     per_host = int(config.get("LAYER_HTTP_PER_HOST", 4))
     return portal.PortalProvider(url, shared_client(per_host), _policy(config))
 
 
-FACTORIES = {"demo": _demo, "http": _http, "jshis": _jshis, "gsi": _gsi, "portal": _portal}
-SERVES = {
-    "jshis": JshisProvider.datasets,
-    "gsi": GsiElevationProvider.datasets,
-    "portal": portal.PortalProvider.datasets,
-}
+FACTORIES = {"demo": _demo, "http": _http, "jshis": _jshis, "portal": _portal}
+SERVES = {"jshis": JshisProvider.datasets, "portal": portal.PortalProvider.datasets}
 # LAYER_PROVIDER=real: every dataset from its real service.
 REAL = "faults=jshis,ground=jshis," + ",".join(f"{name}=portal" for name in ZONES)
 
@@ -340,6 +329,9 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
 
     "demo" or "http" serve every dataset; "dataset=provider,...,*=provider" routes each.
     """
+    from . import zones
+
+    zones.configure(int(config.get("ZONE_TILE_BUDGET") or zones.DEFAULT_TILE_BUDGET))
     kind = str(config.get("LAYER_PROVIDER") or "demo").strip().lower()
     if kind == "real":
         kind = REAL

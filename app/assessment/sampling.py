@@ -1,38 +1,14 @@
-"""Where in a municipality the real services are asked: a few representative points.
+"""Where in a place the mesh services (J-SHIS) are asked: 250 m meshes inside its outline.
 
-A municipality's figures come from its centroid and the centres of the four quadrants of
-the one-tile box around it (the box the area's z12 tiles cover, about 10 km across), so a
-report can say "worst of 5 points" instead of trusting one spot. The points are fixed per
-area, so two jobs for one place ask the services the same questions and share the cache.
+mesh_points lays an even grid of 250 m meshes over the place's outline (or a point's
+circle), at most MESH_BUDGET of them, so a report's shares are shares of the place's own
+ground, not of a box around it. The meshes are fixed per area, so two jobs for one place
+ask the services the same questions and share the cache.
 """
 
 import math
 
-from .area import TILE_ZOOM, Area
-
-MAX_POINTS = 5
-QUADRANT = 0.25  # of a tile: the quadrant centres of a one-tile box around the centroid
-
 Point = tuple[float, float]  # (lat, lon)
-
-
-def _lat_lon_of(x: float, y: float, zoom: int = TILE_ZOOM) -> Point:
-    n = 2**zoom
-    lon = x / n * 360.0 - 180.0
-    lat = math.degrees(math.atan(math.sinh(math.pi * (1 - 2 * y / n))))
-    return lat, lon
-
-
-def sample_points(area: Area) -> list[Point]:
-    """Return the centroid, then the four quadrant centres, rounded to about a metre."""
-    n = 2**TILE_ZOOM
-    x = (area.lon + 180.0) / 360.0 * n
-    y = (1.0 - math.asinh(math.tan(math.radians(area.lat))) / math.pi) / 2.0 * n
-    points = [(area.lat, area.lon)]
-    for dy in (-QUADRANT, QUADRANT):
-        for dx in (-QUADRANT, QUADRANT):
-            points.append(_lat_lon_of(x + dx, y + dy))
-    return [(round(lat, 5), round(lon, 5)) for lat, lon in points][:MAX_POINTS]
 
 
 def point_key(point: Point) -> str:

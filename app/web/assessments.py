@@ -2,6 +2,7 @@
 
 import functools
 import json
+import re
 
 from flask import (
     Blueprint,
@@ -133,7 +134,9 @@ def report_json(job_id: str):
     report = {key: value for key, value in report.items() if key != "cache"}  # internals
     body = json.dumps(report, ensure_ascii=False, indent=2)
     response = current_app.response_class(body, mimetype="application/json")
-    name = f"hazard-report-{report['area']['code']}-{report['lang']}.json"
+    # A point's code carries its coordinates ("131016@35.68120,139.76710"): no comma in a name.
+    code = re.sub(r"[^0-9A-Za-z.]", "_", report["area"]["code"])
+    name = f"hazard-report-{code}-{report['lang']}.json"
     response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
     response.headers["Cache-Control"] = "no-store"  # private figures: no copy kept anywhere
     return response
