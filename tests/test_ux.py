@@ -153,7 +153,7 @@ def test_the_report_leads_with_the_worst_layer_and_explains_itself(make_app, sql
     assert "Greatest hazard:" in page and f"<strong>{worst['name']}</strong>" in page
     assert "How the levels are scored" in page
     assert "upstream requests" not in page and "joined in-flight" not in page
-    assert "Share of soft ground (%)" in page
+    assert "Share of the area in a zone (%)" in page
     seismic = next(row for row in report["layers"] if row["key"] == "seismic")
     chance = round(seismic["numbers"]["shaking_prob_30y"] * 100)
     assert f'<span class="report-figure-value">{chance}</span>' in page

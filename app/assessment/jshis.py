@@ -38,10 +38,10 @@ ATTRIBUTION_JA = "防災科学技術研究所 J-SHIS（地震ハザードステ�
 SOFT_GROUND_AVS30 = 200.0  # m/s: below this the top 30 m is soft (Site Class E-like) ground
 # NIED's own names of the map versions and cases this app asks for.
 RELEASES = {
-    "Y2024": "全国地震動予測地図2024年版 (National Seismic Hazard Maps for Japan, 2024)",
-    "Y2020": "全国地震動予測地図2020年版 (National Seismic Hazard Maps for Japan, 2020)",
+    "Y2024": ("全国地震動予測地図2024年版", "National Seismic Hazard Maps for Japan (2024)"),
+    "Y2020": ("全国地震動予測地図2020年版", "National Seismic Hazard Maps for Japan (2020)"),
 }
-CASES = {"AVR": "平均ケース (average case)", "MAX": "最大ケース (maximum case)"}
+CASES = {"AVR": ("平均ケース", "average case"), "MAX": ("最大ケース", "maximum case")}
 REASONS = {
     400: "the service refused the request as malformed (HTTP 400)",
     403: "the service refused the request: its request limit is reached (HTTP 403)",
@@ -146,16 +146,21 @@ class JshisProvider:
     def source(self, dataset: str) -> dict[str, Any]:
         """Describe where this dataset's figures come from, for the report."""
         if dataset == "faults":
-            release = RELEASES.get(self.version, self.version)
-            version = f"{release}, {CASES.get(self.case, self.case)} (T30_I55_PS)"
+            release = RELEASES.get(self.version, (self.version, self.version))
+            case = CASES.get(self.case, (self.case, self.case))
+            version_ja = f"{release[0]}・{case[0]}"
+            version_en = f"{release[1]}, {case[1]} ({self.version} {self.case}, T30_I55_PS)"
         else:
-            version = f"表層地盤 (shallow ground) {self.ground_version}, JCODE / ARV / AVS"
+            version_ja = f"表層地盤 {self.ground_version}"
+            version_en = f"shallow ground {self.ground_version} (JCODE, ARV, AVS)"
         return {
+            "version_ja": version_ja,
+            "version_en": version_en,
             "dataset_id": "pshm" if dataset == "faults" else "sstrct",
             "provider": self.name,
             "real": True,
             "service": "J-SHIS",
-            "version": version,
+            "version": version_en,
             "attribution_en": ATTRIBUTION_EN,
             "attribution_ja": ATTRIBUTION_JA,
             "url": "https://www.j-shis.bosai.go.jp/",

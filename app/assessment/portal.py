@@ -115,6 +115,8 @@ class PortalProvider:
             "service": "ハザードマップポータルサイト (disaportal.gsi.go.jp)",
             "dataset_id": ZONE_DATASETS[dataset],
             "version": "tiles as served on the date below",
+            "version_en": "tiles as served on the date below",
+            "version_ja": "下記の日に配信されたタイル",
             "attribution_ja": CREDIT_JA.format(name=NAMES_JA[dataset]),
             "attribution_en": (
                 f"Source: Hazard Map Portal Site (MLIT), {NAMES_EN[dataset]}; processed"

@@ -32,10 +32,12 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
         real = all(s.get("real") for s in zone_sources)
         services.append(
             {
-                "service": "ハザードマップポータルサイト (Hazard Map Portal Site, MLIT)",
+                "service_ja": "ハザードマップポータルサイト（国土交通省）",
+                "service_en": "Hazard Map Portal Site (MLIT)",
+                "url": "https://disaportal.gsi.go.jp/",
                 "real": real,
                 "credit_ja": (
-                    "出典：ハザードマップポータルサイト（https://disaportal.gsi.go.jp/）の"
+                    "出典：ハザードマップポータルサイトの"
                     "洪水浸水想定区域・津波浸水想定・土砂災害警戒区域のタイルを加工して作成"
                     if real
                     else "デモ用に作成した区域（ポータルの凡例の色で描いたもの）"
@@ -55,18 +57,20 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
         real = all(s.get("real") for s in jshis_sources)
         services.append(
             {
-                "service": "J-SHIS (NIED)",
+                "service_ja": "J-SHIS 地震ハザードステーション（防災科学技術研究所）",
+                "service_en": "J-SHIS (NIED)",
+                "url": "https://www.j-shis.bosai.go.jp/",
                 "real": real,
                 "credit_ja": (
                     "出典：防災科学技術研究所 J-SHIS 地震ハザードステーション"
-                    f"（{'、'.join(s.get('version', '') for s in jshis_sources)}）。"
+                    f"（{'、'.join(s.get('version_ja', '') for s in jshis_sources)}）。"
                     f"地形区分：{JSHIS_GROUND_REFERENCE}。液状化の傾向は地形区分から本サービスが判定"
                     if real
                     else "デモ用の数値（J-SHISではありません）"
                 ),
                 "credit_en": (
                     "Source: NIED J-SHIS ("
-                    + "; ".join(s.get("version", "") for s in jshis_sources)
+                    + "; ".join(s.get("version_en", "") for s in jshis_sources)
                     + "); landform classes after Wakamatsu and Matsuoka (2013); the "
                     "liquefaction tendency is this service's reading of the landform class"
                     if real
@@ -77,19 +81,22 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
     meta = outlines.meta()
     services.append(
         {
-            "service": "国土数値情報 行政区域 (N03)",
+            "service_ja": "国土数値情報 行政区域（N03）",
+            "service_en": "National Land Numerical Information, administrative areas (N03)",
+            "url": "https://nlftp.mlit.go.jp/ksj/",
             "real": True,
             "credit_ja": "出典：" + meta["source"]["credit_ja"] + "（簡略化）",
             "credit_en": meta["source"]["credit_en"] + " (simplified)",
-            "version": meta["source"]["dataset"],
-            "via": meta["source"]["via"],
+            "version_ja": "N03-22_220101（2022年1月1日時点）",
+            "version_en": "N03-22_220101 (as of 2022-01-01), via geolonia/japanese-admins",
         }
     )
     services.append(
         {
-            "service": "国土地理院 (GSI)",
+            "service_ja": "国土地理院",
+            "service_en": "Geospatial Information Authority of Japan (GSI)",
             "real": True,
-            "credit_ja": "ハザードマップポータルサイトのタイルは国土地理院のサーバーから配信",
+            "credit_ja": "ポータルのタイルは国土地理院のサーバーから配信されます",
             "credit_en": "The portal's tiles are served by GSI (disaportaldata.gsi.go.jp)",
         }
     )
@@ -101,7 +108,8 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
         "landslide_terms": {
             "prefecture": row.get("prefecture", ""),
             "commercial_use": row.get("commercial_use", "unconfirmed"),
-            "conditions": row.get("conditions", ""),
+            "conditions_ja": row.get("conditions_ja", ""),
+            "conditions_en": row.get("conditions_en", ""),
             "confirmed": row.get("confirmed", "no"),
             "source": row.get("source", ""),
         },

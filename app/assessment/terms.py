@@ -36,5 +36,5 @@ def omitted(layer: str, area: Any) -> str:
         return ""
     row = conditions(area)
     if row.get("commercial_use") == "forbidden":
-        return f"{row['prefecture']}: {row['conditions']}. Source: {row['source']}."
+        return f"{row['prefecture']}: {row['conditions_en']}. Source: {row['source']}."
     return ""
