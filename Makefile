@@ -37,7 +37,7 @@ cluster: $(VENV)/.installed translations
 	JOB_EXECUTOR=procrastinate $(BIN)/honcho -f Procfile start
 
 test: $(VENV)/.installed translations chromium
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	LAYER_PROVIDER=demo $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Not part of `make test`: two web instances and two queue workers killed CHAOS_KILLS times
 # (SIGKILLs and failpoints) under paid work, then every job and balance checked against the

@@ -76,7 +76,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # and still cost each Flask request. Its after-request hook stays: it counts failures.
     app.before_request_funcs[None].remove(limiter._check_request_limit)
 
-    from .assessment import make_provider
+    from .assessment.providers import choose_provider
     from .caches.singleflight import SingleFlightCache
     from .jobs import housekeeping
     from .jobs.runner import Runner
@@ -86,7 +86,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     )
     app.extensions["executor"] = _executor(app)
     app.extensions["housekeeping"] = housekeeping.throttles()
-    app.extensions["layer_provider"] = make_provider(app.config)
+    provider, choice = choose_provider(app.config)
+    app.extensions["layer_provider"], app.extensions["provider_choice"] = provider, choice
+    if not choice["explicit"]:
+        logging.getLogger(__name__).warning(
+            "LAYER_PROVIDER unset: serving %s data (%s)", choice["mode"], choice["reason"]
+        )
 
     def caches(size_key: str, ttl_key: str) -> object:
         local = SingleFlightCache(maxsize=app.config[size_key], ttl=app.config[ttl_key])

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 import shapely
+from mercantile import bounds as mercantile_bounds
 from PIL import Image
 
 from app.assessment import outlines, resolve_place, tiles, zones
@@ -43,6 +44,9 @@ PAINT = (0xFF, 0xD8, 0xC0, 255)  # the depth legend's 0.5-3 m
 def painted_tile(key: str) -> bytes | None:
     """A constructed flood tile: 0.5-3 m over the pixels inside the ward, else transparent."""
     tile = tiles.parse_tile_key(key)
+    west, south, east, north = outlines.index()["areas"]["01101"]["bbox"]  # 札幌市中央区
+    if not shapely.box(west, south, east, north).intersects(shapely.box(*mercantile_bounds(tile))):
+        return None
     inside = tiles.inside_mask(tile, outlines.outline_of(resolve_place(PAINTED)).geometry)
     if not inside.any():
         return None
@@ -381,3 +385,40 @@ def test_providers_check_fails_loudly(make_app, service: Service) -> None:
 def test_providers_check_with_the_demo_says_so(make_app) -> None:
     result = make_app().test_cli_runner().invoke(args=["providers-check"])
     assert result.exit_code == 0 and "no real provider configured" in result.output
+
+
+# --- LAYER_PROVIDER unset: real data when the services answer --------------------------------
+
+
+def test_unset_the_services_are_asked_once_and_real_data_is_served(make_app, service) -> None:
+    app, client, actions = signed_in(make_app, **config(service, LAYER_PROVIDER=""))
+    assert app.extensions["provider_choice"]["mode"] == "real"
+    assert not app.extensions["layer_provider"].is_demo
+    assert service.count("/pshm/") == 1 and service.count("/portal/") == 1  # once each
+    page = client.get("/").get_data(as_text=True)
+    assert 'data-provider-mode="real"' in page and "answered when this server started" in page
+    assert 'data-provider-mode="real"' in client.get("/assessments/new").get_data(as_text=True)
+
+
+def test_unset_a_silent_service_means_the_demo_and_says_why(make_app, service, caplog) -> None:
+    service.answer = lambda path: (503, b"", {}) if "/portal/" in path else normal(path)
+    app, client, actions = signed_in(make_app, **config(service, LAYER_PROVIDER=""))
+    choice = app.extensions["provider_choice"]
+    assert choice["mode"] == "demo" and app.extensions["layer_provider"].is_demo
+    assert "hazard map portal: the service is unavailable (HTTP 503)" in choice["reason"]
+    page = client.get("/assessments/new").get_data(as_text=True)
+    assert 'data-provider-mode="demo"' in page and "HTTP 503" in page
+    assert "serving demo data" in caplog.text
+
+
+def test_an_explicit_provider_always_wins(make_app, service) -> None:
+    app = make_app(**config(service, LAYER_PROVIDER="demo"))
+    assert app.extensions["provider_choice"] == {
+        "mode": "demo",
+        "explicit": True,
+        "setting": "demo",
+        "reason": "",
+    }
+    assert service.hits == []  # nothing asked
+    page = app.test_client().get("/").get_data(as_text=True)
+    assert "data-provider-mode" not in page

@@ -367,3 +367,69 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
             made[name] = FACTORIES[name](config)
         routes[dataset] = made[name]
     return RoutedProvider(routes)
+
+
+# A point every service covers (Tokyo Station): the start-up probe asks about it once.
+PROBE_POINT = (35.68124, 139.76712)
+
+
+def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
+    """Ask each real service once, within timeout; return (all answered, what was seen)."""
+    import concurrent.futures
+
+    import mercantile
+
+    real = make_provider(
+        {
+            **config,
+            "LAYER_PROVIDER": "real",
+            "LAYER_HTTP_RETRIES": 0,
+            "LAYER_HTTP_TIMEOUT_SECONDS": timeout,
+        }
+    )
+    tile = mercantile.tile(PROBE_POINT[1], PROBE_POINT[0], 15)
+    key = f"{tile.z}/{tile.x}/{tile.y}"
+    routes = real.routes  # type: ignore[attr-defined]
+    asks = {
+        "J-SHIS": lambda: routes["faults"].check(*PROBE_POINT),
+        "hazard map portal": lambda: routes["flood_zones"].fetch("flood_zones", key),
+    }
+    failures = []
+    with concurrent.futures.ThreadPoolExecutor(len(asks)) as pool:
+        futures = {name: pool.submit(ask) for name, ask in asks.items()}
+        for name, future in futures.items():
+            try:
+                future.result(timeout=timeout * 2)
+            except ProviderError as exc:
+                failures.append(exc.reason)  # it names its service
+            except Exception as exc:  # noqa: BLE001 - a probe reports, never stops the start
+                failures.append(f"{name}: {exc!r}")
+    if failures:
+        return False, "; ".join(failures)
+    return True, "J-SHIS and the hazard map portal answered"
+
+
+def choose_provider(config: Mapping[str, Any]) -> tuple[LayerProvider, dict[str, Any]]:
+    """Return the provider to use, and why: an explicit LAYER_PROVIDER always wins.
+
+    Unset, each real service is asked once (PROVIDER_PROBE_SECONDS): real data when they
+    all answer, else the demo, with the reason (shown on the dashboard, the new-assessment
+    page and in the log).
+    """
+    setting = str(config.get("LAYER_PROVIDER") or "").strip()
+    if setting:
+        provider = make_provider(config)
+        return provider, {
+            "mode": "demo" if provider.is_demo else "real",
+            "explicit": True,
+            "setting": setting,
+            "reason": "",
+        }
+    answered, reason = probe(config, float(config.get("PROVIDER_PROBE_SECONDS") or 3))
+    chosen = make_provider({**config, "LAYER_PROVIDER": "real" if answered else "demo"})
+    return chosen, {
+        "mode": "real" if answered else "demo",
+        "explicit": False,
+        "setting": "",
+        "reason": reason,
+    }

@@ -41,9 +41,13 @@ def points():
 
 
 @bp.app_context_processor
-def demo_data() -> dict[str, bool]:
-    """Tell every page whether reports are built from demonstration data, before anyone pays."""
-    return {"demo_data": bool(current_app.extensions["layer_provider"].is_demo)}
+def demo_data() -> dict[str, object]:
+    """Tell every page whether reports are built from demonstration data, before anyone pays,
+    and how that was chosen (provider_choice: the start-up probe's outcome)."""
+    return {
+        "demo_data": bool(current_app.extensions["layer_provider"].is_demo),
+        "provider_choice": current_app.extensions.get("provider_choice") or {},
+    }
 
 
 @bp.after_app_request
