@@ -207,3 +207,12 @@ def test_kyoto_omits_the_landslide_layer_with_the_reason():
     assert landslide["mapped"] is False and "京都府" in landslide["omitted"]
     assert not any(name.endswith("_zones") and "slope" in name for name in report["sources"])
     assert report["provenance"]["landslide_terms"]["commercial_use"] == "forbidden"
+
+
+@pytest.mark.parametrize(("query", "coastal"), [("横浜市中区", True), ("長野市", False)])
+def test_the_demo_puts_tsunami_zones_only_near_the_sea(query, coastal):
+    # Before: a smooth field painted tsunami zones anywhere, inland Kyoto and Nagano too.
+    tsunami = next(layer for layer in assess(query)["layers"] if layer["key"] == "tsunami")
+    assert (tsunami["numbers"]["zone_share"] > 0.05) is coastal
+    if not coastal:
+        assert tsunami["level"] == 1 and tsunami["worst"] is None

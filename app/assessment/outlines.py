@@ -68,6 +68,11 @@ def _geometry(code5: str) -> BaseGeometry | None:
     return geometry
 
 
+def unit_geometry(code5: str) -> BaseGeometry | None:
+    """Return a unit's own outline (None where the source lacks it)."""
+    return _geometry(code5)
+
+
 def circle(lat: float, lon: float, radius_m: float) -> BaseGeometry:
     """Return a circle around a point, in degrees (an ellipse: longitude shrinks north)."""
     d_lat = radius_m / METRES_PER_DEGREE_LAT

@@ -148,7 +148,7 @@ class PortalProvider:
 # The demo: how much of a place each dataset's field paints, and how deep.
 DEMO_COVER = {
     "flood_zones": 0.35,
-    "tsunami_zones": 0.12,
+    "tsunami_zones": 0.5,  # of the land near the sea
     "debris_flow_zones": 0.06,
     "steep_slope_zones": 0.08,
     "landslide_zones": 0.03,
@@ -167,13 +167,59 @@ def demo_field(dataset: str, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     return (total / 3.0 + 1.0) / 2.0
 
 
+DEMO_COAST_M = 2000.0  # the demo's tsunami zones: land this close to the sea, no further
+GAP_DEGREES = 0.0015  # about 150 m: wider than the slivers simplification leaves
+
+
+def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
+    """Return the land within distance_m of the sea around a tile, from the N03 outlines.
+
+    Land is the union of the outlines near the tile; what no outline covers is taken for
+    sea (so a unit whose outline the source lacks looks like sea to the demo: it is a demo).
+    """
+    import shapely
+
+    from .outlines import index, unit_geometry
+
+    box = shapely.box(*mercantile.bounds(tile))
+    reach = distance_m / 111_320.0 * 1.5  # degrees, generous for longitude
+    around = box.buffer(reach)
+    west, south, east, north = around.bounds
+    parts = []
+    for code5, entry in index()["areas"].items():
+        b = entry.get("bbox")
+        if not b or entry.get("union_of") or entry.get("union_of_wards"):
+            continue
+        if b[0] <= east and b[2] >= west and b[1] <= north and b[3] >= south:
+            geometry = unit_geometry(code5)
+            if geometry is not None:
+                parts.append(geometry.intersection(around))
+    land = shapely.union_all(parts) if parts else shapely.Polygon()
+    # Outlines simplified one by one leave slivers between neighbours: close them first.
+    sea = around.difference(land.buffer(GAP_DEGREES))
+    if sea.is_empty:
+        return sea
+    return land.intersection(sea.buffer(distance_m / 111_320.0)).intersection(box)
+
+
 def paint(dataset: str, key: str) -> bytes | None:
-    """Return a demo tile for a dataset: its legend's colours where the field is high."""
+    """Return a demo tile for a dataset: its legend's colours where the field is high.
+
+    Tsunami zones are painted only on land near the sea (near_the_sea), so a demo report
+    never puts a tsunami zone far inland.
+    """
+    import shapely
+
     tile = parse_tile_key(key)
     legend = LEGENDS[ZONE_DATASETS[dataset]]
     lon, lat = pixel_centres(tile)
     # The field at every 4th pixel, spread over 4 x 4 blocks: a demo needs no finer.
     coarse = demo_field(dataset, lon[::4, ::4], lat[::4, ::4])
+    if dataset == "tsunami_zones":
+        coast = near_the_sea(tile)
+        if coast.is_empty:
+            return None
+        coarse = np.where(shapely.contains_xy(coast, lon[::4, ::4], lat[::4, ::4]), coarse, 0.0)
     field = np.repeat(np.repeat(coarse, 4, axis=0), 4, axis=1)
     threshold = 1.0 - DEMO_COVER[dataset]
     painted = field >= threshold
