@@ -148,6 +148,7 @@ def _liquefaction(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[st
     answers = fetched["ground"]
     with_data = [a for a in answers if not a.get("no_data")]
     tendencies = [LIQUEFACTION_TENDENCY.get(int(a["jcode"]), NOT_MAPPED) for a in with_data]
+    per_mesh = {a["key"]: t for a, t in zip(with_data, tendencies, strict=True) if "key" in a}
     tendencies += [NOT_MAPPED] * (len(answers) - len(with_data))
     shares = {key: 0.0 for key, _, _ in TENDENCIES} | _mesh_shares(tendencies, len(answers))
     land = 1 - shares.get("water", 0.0) - shares.get(NOT_MAPPED, 0.0) or 1
@@ -171,6 +172,7 @@ def _liquefaction(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[st
         "worst": worst,
         "mapped": bool(with_data),
         "landforms": sorted({int(a["jcode"]) for a in with_data}),
+        "mesh_classes": per_mesh,
     }
 
 
@@ -179,6 +181,7 @@ def _seismic(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
     probabilities = [float(a["shaking_prob_30y"]) for a in answers]
     bands = [next(i for i, b in enumerate(SHAKING_BANDS) if p < b[1]) for p in probabilities]
     keys = [SHAKING_BANDS[i][0] for i in bands]
+    per_mesh = {a["key"]: k for a, k in zip(answers, keys, strict=True) if "key" in a}
     shares = {band[0]: 0.0 for band in SHAKING_BANDS} | _mesh_shares(keys, len(fetched["faults"]))
     missing = len(fetched["faults"]) - len(answers)
     if missing:
@@ -190,6 +193,7 @@ def _seismic(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
         "shares": shares,
         "worst": SHAKING_BANDS[worst][0],
         "mapped": True,
+        "mesh_classes": per_mesh,
     }
 
 
@@ -220,7 +224,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("seismic", "Earthquake shaking", "地震の揺れ", ("faults",), _seismic, 0.30),
 )
 # What a layer's row carries besides its index and numbers (describe passes them on).
-DETAILS = ("shares", "worst", "mapped", "maps", "landforms", "omitted", "legend")
+DETAILS = ("shares", "worst", "mapped", "maps", "landforms", "omitted", "legend", "mesh_classes")
 
 
 def legend_of(key: str) -> list[dict[str, Any]]:
@@ -232,14 +236,14 @@ def legend_of(key: str) -> list[dict[str, Any]]:
     if key == "liquefaction":
         colours = ("#E8F1DA", "#FFF1A8", "#FFB266", "#E0533D", "#9CC3E6")
         return [
-            {"key": k, "colour": c, "en": en, "ja": ja}
-            for (k, en, ja), c in zip(TENDENCIES, colours, strict=True)
+            {"key": k, "colour": c, "en": en, "ja": ja, "rank": i, "dataset": "ground"}
+            for i, ((k, en, ja), c) in enumerate(zip(TENDENCIES, colours, strict=True), 1)
         ]
     if key == "seismic":
         colours = ("#F2F2D9", "#FFE599", "#FFB266", "#F47A5A", "#C0392B")
         return [
-            {"key": k, "colour": c, "en": en, "ja": ja}
-            for (k, _, en, ja), c in zip(SHAKING_BANDS, colours, strict=True)
+            {"key": k, "colour": c, "en": en, "ja": ja, "rank": i, "dataset": "faults"}
+            for i, ((k, _, en, ja), c) in enumerate(zip(SHAKING_BANDS, colours, strict=True), 1)
         ]
     names = {
         "debris_flow": ("debris flow", "土石流"),

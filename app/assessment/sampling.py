@@ -63,8 +63,10 @@ def mesh_points(outline: object, budget: int = MESH_BUDGET) -> list[Point]:
     j0, j1 = math.floor(west / MESH_LON), math.floor(east / MESH_LON)
     stride = 1
     while True:
-        rows = np.arange(i0, i1 + 1, stride)
-        cols = np.arange(j0, j1 + 1, stride)
+        # On multiples of the stride across the whole grid, not from the outline's corner:
+        # neighbouring places sampled at one stride ask the same meshes along their border.
+        rows = np.arange(-(-i0 // stride) * stride, i1 + 1, stride)
+        cols = np.arange(-(-j0 // stride) * stride, j1 + 1, stride)
         if len(rows) * len(cols) <= budget * 40 or stride > 4096:
             lat, lon = np.meshgrid((rows + 0.5) * MESH_LAT, (cols + 0.5) * MESH_LON, indexing="ij")
             inside = shapely.contains_xy(outline, lon, lat)

@@ -188,6 +188,13 @@ def run_assessment(
     sources = describe_sources(provider, fetched, area)
     analysed = analyse(area, lang, fetched)
     for row in analysed["layers"]:
+        if "mesh_classes" in row:  # the meshes read, drawn on the map as 250 m squares
+            (dataset,) = fetched[row["key"]]
+            ranks = {c["key"]: c["rank"] for c in row["legend"]}
+            classes = row.pop("mesh_classes")
+            row["maps"] = {
+                dataset: zones.mesh_rects(zone_plan.outline.geometry.bounds, classes, ranks)
+            }
         row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
         row["source"] = [
             {"dataset": ds, **{k: v for k, v in sources[ds].items() if k != "notes"}}

@@ -151,3 +151,26 @@ def map_rects(cells: dict[Any, int]) -> list[list[int]]:
             if col is not None:
                 start, last, rank = col, col, r
     return rects
+
+
+def mesh_rects(
+    bounds: tuple[float, float, float, float], classes: dict[str, str], ranks: dict[str, int]
+) -> list[list[int]]:
+    """Return the meshes read as [x, y, width, height, rank] squares on the report's map."""
+    from .sampling import MESH_LAT, MESH_LON, mesh_centre
+
+    rects = []
+    for mesh, key in sorted(classes.items()):
+        if key not in ranks:
+            continue
+        lat, lon = mesh_centre(mesh)
+        xs, ys = tiles.map_xy(
+            bounds,
+            np.array([lon - MESH_LON / 2, lon + MESH_LON / 2]),
+            np.array([lat + MESH_LAT / 2, lat - MESH_LAT / 2]),
+        )
+        x, y = round(float(xs[0]) * MAP_SIZE), round(float(ys[0]) * MAP_SIZE)
+        w = max(1, round(float(xs[1] - xs[0]) * MAP_SIZE))
+        h = max(1, round(float(ys[1] - ys[0]) * MAP_SIZE))
+        rects.append([x, y, w, h, ranks[key]])
+    return rects

@@ -1,0 +1,193 @@
+"""Reading zones over real outlines: upstream calls, job time, memory, the neighbours' cache.
+
+Runs the assessment's own work (run_assessment) with LAYER_PROVIDER=real against a local
+server on 127.0.0.1 that stands in for the hazard map portal and J-SHIS and answers every
+request after LATENCY_S (20 ms): tiles painted by the demo painter (constructed, not the
+portal's), J-SHIS answers from tests/recorded (constructed). No database, no gunicorn.
+
+    .venv/bin/python -m bench.zones            # JSON on stdout, a table to bench/ZONES.md
+
+Figures, in one run:
+- upstream calls per job for a small ward (東京都中央区), a large city (浜松市) and a point;
+- job time for each against the 20 ms server, next to the same job on the demo provider
+  (no network: the CPU part) as the baseline;
+- the process's peak RSS after 32 such jobs, 8 at a time (as MAX_CONCURRENT_JOBS), next to
+  its RSS before them;
+- the cache's hit rate when a job for 千代田区 follows one for its neighbour 中央区.
+"""
+
+import json
+import resource
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+LATENCY_S = 0.020
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "tests" / "recorded"
+PLACES = {"small ward": "東京都中央区", "large city": "浜松市", "point": "35.6812, 139.7671"}
+NEIGHBOURS = [("東京都中央区", "千代田区"), ("35.6812, 139.7671", "35.6812, 139.7715")]
+
+
+class Upstream:
+    """The local stand-in: counts requests, answers after LATENCY_S."""
+
+    def __init__(self) -> None:
+        from app.assessment import portal
+
+        self.hits = 0
+        self.lock = threading.Lock()
+        ids = {dataset_id: name for name, dataset_id in portal.ZONE_DATASETS.items()}
+        pshm = (RECORDED / "jshis_pshm_ok.geojson").read_bytes()
+        sstrct = (RECORDED / "jshis_sstrct_ok.geojson").read_bytes()
+        state = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                with state.lock:
+                    state.hits += 1
+                time.sleep(LATENCY_S)
+                status, body = 404, b""
+                if "/pshm/" in self.path:
+                    status, body = 200, pshm
+                elif "/sstrct/" in self.path:
+                    status, body = 200, sstrct
+                elif self.path.startswith("/portal/"):
+                    dataset_id, key = self.path.removeprefix("/portal/").split("/", 1)
+                    png = portal.paint(ids[dataset_id], key.removesuffix(".png"))
+                    if png is not None:
+                        status, body = 200, png
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def rss_mib() -> float:
+    """Return the process's peak RSS so far, MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> dict:
+    from app.assessment import resolve_place
+    from app.assessment.providers import make_provider
+    from app.assessment.work import run_assessment
+    from app.caches.singleflight import SingleFlightCache
+
+    upstream = Upstream()
+    real = make_provider(
+        {
+            "LAYER_PROVIDER": "real",
+            "JSHIS_BASE_URL": upstream.url + "/jshis",
+            "HAZARD_PORTAL_URL": upstream.url + "/portal",
+        }
+    )
+    demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+
+    def job(provider, area, cache=None) -> tuple[dict, float]:
+        started = time.monotonic()
+        report = run_assessment(
+            area,
+            "en",
+            provider=provider,
+            cache=cache or SingleFlightCache(maxsize=4096),
+            progress=lambda step, percent: None,
+        )
+        return report, time.monotonic() - started
+
+    areas = {label: resolve_place(query) for label, query in PLACES.items()}
+    for area in areas.values():  # warm: outlines read, plans made, demo tiles painted once
+        job(demo, area)
+    results: dict = {"latency_ms": LATENCY_S * 1000, "places": {}}
+    for label, area in areas.items():
+        before = upstream.hits
+        report, seconds = job(real, area)
+        _, baseline = job(demo, area)
+        results["places"][label] = {
+            "query": PLACES[label],
+            "zoom": report["extent"]["zoom"],
+            "tiles_per_dataset": report["extent"]["tiles"],
+            "upstream_calls": upstream.hits - before,
+            "job_seconds": round(seconds, 2),
+            "demo_job_seconds": round(baseline, 2),
+        }
+    # Memory: 32 jobs, 8 at a time, each with its own cache (no sharing helps).
+    rss_before = rss_mib()
+    queries = [PLACES[label] for label in PLACES] * 11
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda q: job(real, resolve_place(q)), queries[:32]))
+    results["memory"] = {
+        "jobs": 32,
+        "at_once": 8,
+        "peak_rss_mib_before": round(rss_before, 1),
+        "peak_rss_mib_after": round(rss_mib(), 1),
+    }
+    # Neighbours on one cache: two wards (each at its own zoom), two points 400 m apart.
+    results["neighbours"] = []
+    for first, second in NEIGHBOURS:
+        cache = SingleFlightCache(maxsize=4096)
+        one, _ = job(real, resolve_place(first), cache)
+        report, _ = job(real, resolve_place(second), cache)
+        stats = report["cache"]
+        looked = stats["hits"] + stats["joins"] + stats["misses"]
+        results["neighbours"].append(
+            {
+                "first": first,
+                "second": second,
+                "zooms": [one["extent"]["zoom"], report["extent"]["zoom"]],
+                **stats,
+                "hit_rate": round((stats["hits"] + stats["joins"]) / looked, 3),
+            }
+        )
+    upstream.server.shutdown()
+    return results
+
+
+def write(results: dict) -> None:
+    lines = [
+        "# Zones over real outlines (bench/zones.py)",
+        "",
+        f"Against a local stand-in answering after {results['latency_ms']:.0f} ms "
+        "(constructed tiles and J-SHIS answers); the demo provider's time for the same job "
+        "(no network) is the baseline.",
+        "",
+        "| place | zoom | tiles per dataset | upstream calls | job s | demo job s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, row in results["places"].items():
+        lines.append(
+            f"| {label} ({row['query']}) | {row['zoom']} | {row['tiles_per_dataset']} | "
+            f"{row['upstream_calls']} | {row['job_seconds']} | {row['demo_job_seconds']} |"
+        )
+    memory = results["memory"]
+    lines += [
+        "",
+        f"Peak RSS of the process: {memory['peak_rss_mib_before']} MiB before, "
+        f"{memory['peak_rss_mib_after']} MiB after {memory['jobs']} jobs "
+        f"({memory['at_once']} at a time).",
+        "",
+    ]
+    for near in results["neighbours"]:
+        lines.append(
+            f"Neighbours: {near['second']} after {near['first']} on one cache (zooms "
+            f"{near['zooms'][0]}, {near['zooms'][1]}): {near['hits']} hits, {near['joins']} "
+            f"joins, {near['misses']} misses, hit rate {near['hit_rate']:.1%}."
+        )
+    lines.append("")
+    (ROOT / "bench" / "ZONES.md").write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    figures = main()
+    write(figures)
+    print(json.dumps(figures, ensure_ascii=False, indent=2))
