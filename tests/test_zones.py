@@ -216,3 +216,23 @@ def test_the_demo_puts_tsunami_zones_only_near_the_sea(query, coastal):
     assert (tsunami["numbers"]["zone_share"] > 0.05) is coastal
     if not coastal:
         assert tsunami["level"] == 1 and tsunami["worst"] is None
+
+
+def test_progress_counts_tiles_and_meshes_done_of_those_planned(monkeypatch):
+    from app.assessment import work
+
+    monkeypatch.setattr(work, "PROGRESS_SECONDS", 0.0)  # write every change
+    provider = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0.6})
+    steps: list[tuple[str, int]] = []
+    run_assessment(
+        resolve_place("千代田区"),
+        "en",
+        provider=provider,
+        cache=SingleFlightCache(),
+        progress=lambda step, percent: steps.append((step, percent)),
+    )
+    percents = [percent for _, percent in steps]
+    assert percents == sorted(percents)
+    # Between the start (0) and "Analysing" (95): more values than the five layers' ends.
+    during = {percent for step, percent in steps if step.startswith("layers:")} - {0}
+    assert len(during) > len(LAYERS)
