@@ -100,7 +100,7 @@ def main() -> dict:
             area,
             "en",
             provider=provider,
-            cache=cache or SingleFlightCache(maxsize=4096),
+            cache=cache if cache is not None else SingleFlightCache(maxsize=4096),
             progress=lambda step, percent: None,
         )
         return report, time.monotonic() - started
