@@ -167,16 +167,17 @@ def run_assessment(
             done, _ = wait(pending, timeout=STOP_CHECK_SECONDS, return_when=FIRST_COMPLETED)
             if stop.is_set():
                 raise Stopped()
+            # Tiles and meshes done of those planned, written when a layer finishes (one
+            # step per layer, so the page ticks each) or at most every PROGRESS_SECONDS.
+            percent = 5 + 85 * min(done_keys[0], total_keys) // total_keys
             for future in done:
                 layer = pending.pop(future)
                 fetched[layer.key] = future.result()  # a provider error raises here
-            # Tiles and meshes done of those planned (a key shared by two layers counts
-            # twice in both), written when a layer finishes or at most every second.
-            percent = 5 + 85 * min(done_keys[0], total_keys) // total_keys
-            due = time.monotonic() - written_at >= PROGRESS_SECONDS and percent > written
-            if done or due:
-                progress(layers_step(list(fetched)), percent)
+                written, written_at = max(written, percent), time.monotonic()
+                progress(layers_step(list(fetched)), written)
+            if time.monotonic() - written_at >= PROGRESS_SECONDS and percent > written:
                 written, written_at = percent, time.monotonic()
+                progress(layers_step(list(fetched)), written)
     except BaseException:
         # The others stop at their next call, or at once if they are waiting on one.
         stop.set()
