@@ -60,6 +60,8 @@ class Client:
                     response = self._client.get(url, timeout=policy.timeout)
             except httpx.TimeoutException as exc:
                 raise UpstreamError(f"no answer within {policy.timeout:g} s") from exc
+            except httpx.ConnectError as exc:  # no such host, refused: nobody to ask
+                raise UpstreamError("unreachable", None, repr(exc)) from exc
             except httpx.HTTPError as exc:
                 raise UpstreamError("the connection failed", None, repr(exc)) from exc
             if response.status_code in ok:
