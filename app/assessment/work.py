@@ -31,6 +31,7 @@ STOP_CHECK_SECONDS = 0.1
 LAYERS_STEP = "layers:"
 ANALYSING_STEP = "Analysing"
 PROGRESS_SECONDS = 1.0
+TILE_FETCHERS = 4  # tiles of one dataset fetched at once
 
 
 def layers_step(keys: list[str]) -> str:
@@ -115,17 +116,29 @@ def run_assessment(
     def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
         legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
-        for key in keys:
+
+        def one(key: str) -> tuple[Any, Any, bool]:
             answer = fetch(dataset, key) or {"png": None}
-            tile = tiles.parse_tile_key(key)
             png = portal.decode_answer(answer)
             try:
                 classes = tiles.decode(png, legend)
             except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
                 raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
-            reading.add(tile, classes, masks.get(tile))
-            reading.missing += png is None
-            tick()
+            return tiles.parse_tile_key(key), classes, png is None
+
+        # A few tiles at once (the client's per-host limit still holds), a batch at a time,
+        # so at most a batch of decoded tiles waits to be counted.
+        fetchers = ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-tile")
+        try:
+            for start in range(0, len(keys), 2 * TILE_FETCHERS):
+                for tile, classes, missing in fetchers.map(
+                    one, keys[start : start + 2 * TILE_FETCHERS]
+                ):
+                    reading.add(tile, classes, masks.get(tile))
+                    reading.missing += missing
+                    tick()
+        finally:
+            fetchers.shutdown(wait=False, cancel_futures=True)
         return [zones.as_answer(reading, zone_plan)]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
