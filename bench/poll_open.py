@@ -5,7 +5,12 @@ user: the product allows one in flight per user). The generator is bench/openloo
 the worker's CPU use over the run comes from /proc/<pid>/stat. Baseline, same worker,
 same jobs running, same timetable: the constant endpoint of bench/benchapp.py.
 
-    python -m bench.poll_open [--browsers 1000] [--duration 30]
+The browsers poll as Chromium does (tests/test_browser.py proves it): each keeps the last
+fragment with its ETag and asks with If-None-Match, so an unchanged fragment comes back
+304. --rendered 1 also runs the same timetable with every poll rendered (no browser
+cache: what a fragment that changes on every poll would cost).
+
+    python -m bench.poll_open [--browsers 1000] [--duration 30] [--rendered 1]
 """
 
 import os
@@ -29,6 +34,7 @@ def run(
     duration: float = 30.0,
     warmup: float = 5.0,
     n_jobs: int = 32,
+    rendered: int = 0,
 ) -> dict:
     db.truncate()
     server = Server(db.url, "poll_open", MAX_CONCURRENT_JOBS=str(n_jobs))
@@ -36,10 +42,15 @@ def run(
         users = users_with_running_jobs(server, db, n_jobs, "open")
         pid = server.worker_pid()
         runs = {}
-        for name, targets, expect in (
-            ("constant", [("/bench/constant", u.cookie) for u in users], b"ok"),
-            ("status", [(u.status_path, u.cookie) for u in users], b'data-status="running"'),
-        ):
+        statuses = [(u.status_path, u.cookie) for u in users]
+        running = b'data-status="running"'
+        plan = [
+            ("constant", [("/bench/constant", u.cookie) for u in users], b"ok", False),
+            ("status", statuses, running, True),
+        ]
+        if rendered:
+            plan.append(("status_rendered", statuses, running, False))
+        for name, targets, expect, revalidate in plan:
             log(
                 f"poll_open {name}: {browsers} browsers every {interval:g} s"
                 f" ({browsers / interval:.0f} req/s) for {warmup:g}+{duration:g} s"
@@ -54,6 +65,7 @@ def run(
                 duration=duration,
                 warmup=warmup,
                 expect=expect,
+                revalidate=revalidate,
             )
             r["worker_cpu_share"] = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
             runs[name] = r
@@ -63,6 +75,8 @@ def run(
             )
             server.wait_ready(timeout=60)  # the worker may still be draining a backlog
         result = {**runs["status"], "baseline_constant": runs["constant"]}
+        if "status_rendered" in runs:
+            result["status_rendered"] = runs["status_rendered"]
         result["jobs"] = n_jobs
         result["jobs_running_after"] = count_running(db, users)
         result["worker_pid_unchanged"] = server.worker_pid() == pid
@@ -140,7 +154,7 @@ def details(r: dict) -> list[str]:
 
 
 def main() -> None:
-    run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0)
+    run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0, rendered=0)
 
 
 if __name__ == "__main__":
