@@ -18,13 +18,17 @@ rendering: the fragment carries an ETag, Cache-Control `no-cache` lets the brows
 it and ask with If-None-Match, and the browser hands htmx the kept copy as a 200.
 """
 
+import functools
 import hashlib
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from time import perf_counter
+from types import MappingProxyType
+from typing import Any
 
 from flask import Flask, g
 from flask.sessions import SecureCookieSessionInterface
@@ -44,6 +48,7 @@ FRAGMENT = "partials/_job_status.html"
 # A live fragment may be kept, but only to be asked about again (If-None-Match) on every
 # poll, and by the browser alone: it is the user's own page. A settled one is no-store.
 CACHE_CONTROL = "no-cache, private"
+SESSIONS_KEPT = 1024  # signed session cookies already verified, per process
 
 
 def fragment_build(app: Flask) -> str:
@@ -104,6 +109,8 @@ class LivePoll:
         self.wsgi_app = wsgi_app
         self.headers = app.extensions["security_headers"]  # as Flask's responses carry
         app.extensions.setdefault("fragment_build", fragment_build(app))
+        # A cookie verified once verifies again (same key): only its age is checked anew.
+        self.verified = functools.lru_cache(maxsize=SESSIONS_KEPT)(self._verify)
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] == "GET":
@@ -170,22 +177,32 @@ class LivePoll:
                 return None
         return etag, html.encode()
 
-    def session_data(self, environ: dict) -> dict | None:
+    def session_data(self, environ: dict) -> Mapping[str, Any] | None:
         """The session, read from its signed cookie as Flask reads it; None if unusable."""
+        verified = self.verified(environ.get("HTTP_COOKIE"))
+        if verified is None:
+            return None
+        data, signed_at = verified
+        # As the serializer's max_age check: too old, or signed in the future, is refused.
+        age = int(time.time()) - signed_at
+        if not 0 <= age <= self.app.permanent_session_lifetime.total_seconds():
+            return None
+        return data
+
+    def _verify(self, cookie_header: str | None) -> tuple[Mapping[str, Any], int] | None:
+        """The session in a Cookie header and when it was signed, if its signature holds."""
         app = self.app
         interface = app.session_interface
-        cookie = parse_cookie(environ.get("HTTP_COOKIE")).get(interface.get_cookie_name(app))
+        cookie = parse_cookie(cookie_header).get(interface.get_cookie_name(app))
         serializer = interface.get_signing_serializer(app)
         if not cookie or serializer is None:
             return None
         try:
-            data = serializer.loads(
-                cookie, max_age=int(app.permanent_session_lifetime.total_seconds())
-            )
+            data, signed = serializer.loads(cookie, return_timestamp=True)
         except BadSignature:
             return None
         if not isinstance(data, dict):
             return None
         if data.get("_permanent") and app.config["SESSION_REFRESH_EACH_REQUEST"]:
             return None  # Flask would send the cookie again with a new expiry
-        return data
+        return MappingProxyType(data), int(signed.timestamp())  # kept: read-only
