@@ -257,3 +257,49 @@ def test_a_verified_session_is_still_refused_once_too_old(make_app, sql, monkeyp
     monkeypatch.setattr(time, "time", lambda: now + 120)
     assert client.get(path).status_code == 302  # to the login page, as Flask says
     assert seen == [path]
+
+
+@pytest.mark.parametrize(
+    "status, progress, late",
+    [("pending", 0, False), ("running", 0, False), ("running", 40, False), ("running", 7, True)],
+)
+def test_a_kept_fragment_differs_from_a_new_one_only_in_the_seconds(
+    make_app, status, progress, late
+):
+    """Whatever the fragment shows as the clock moves must be in its ETag, or be counted on
+    by the page: with the row the same but for the time, the same ETag must mean the same
+    fragment, the elapsed seconds aside. Fails if the template derives anything else from
+    the clock (an estimate, a countdown) that the ETag does not see."""
+    from dataclasses import replace
+
+    from flask import g
+
+    from app.jobs.views import JobView
+    from app.web import poll
+
+    app = make_app()
+    job = JobView(
+        id=uuid.uuid4(), status=status, billing="charged", settled=False, late=late,
+        message="", step="Fetched layer 2 of 5 (flood)", progress=progress,
+        query_text="札幌市", lang="en", area=None, elapsed=0.0, balance=2, version="row",
+    )  # fmt: skip
+    fragment = app.jinja_env.get_template(poll.FRAGMENT)
+    url = f"/assessments/{job.id}/status"
+
+    def answer(seconds, language):
+        shown = replace(job, elapsed=seconds)
+        with app.app_context():
+            g.locale = language
+            html = fragment.render(
+                job=shown, report=None, oob=True, config=app.config, status_url=url
+            )
+            etag = poll.fragment_etag(app, shown, language, url)
+        return etag, re.sub(r'data-elapsed="\d+">\d+<', "N<", html)
+
+    for language in ("en", "ja"):
+        seen = {}
+        for seconds in (0.4, 1.0, 1.6, 5, 59.2, 61, 90, 150, 151, 600, 3599, 3601, 7200.5):
+            etag, html = answer(seconds, language)
+            assert seen.setdefault(etag, html) == html, (language, seconds)
+        if progress == 0:
+            assert len(seen) == 1  # nothing moves but the seconds: always the kept copy
