@@ -135,7 +135,9 @@ class FloorSubmit:
 _NO_OBSERVE = types.SimpleNamespace(observe=lambda seconds: None)
 _nometrics_ns = {
     **vars(poll),
-    "metrics": types.SimpleNamespace(POLL_FAST=_NO_OBSERVE, POLL_FULL=_NO_OBSERVE),
+    "metrics": types.SimpleNamespace(
+        POLL_FAST=_NO_OBSERVE, POLL_FULL=_NO_OBSERVE, POLL_UNCHANGED=_NO_OBSERVE
+    ),
 }
 NoMetricsPoll = type(
     "NoMetricsPoll",

@@ -13,6 +13,10 @@ has closed an idle one (gunicorn's keep-alive is 2 s: it closes it, or resets it
 request was already on its way), the request is retried once on a new connection, as
 browsers do for idempotent requests, and counted as a retry; the latency includes it.
 
+With revalidate, each browser keeps the last 200 that carried an ETag, as a browser's cache
+keeps a `Cache-Control: no-cache` response, and asks with If-None-Match; a 304 hands back
+the kept body, which is then checked like a new one.
+
 Only 127.0.0.1; bounded by duration and a per-request timeout.
 """
 
@@ -49,13 +53,20 @@ class _Conn:
 class _Browser:
     request: bytes
     idle: list[_Conn] = field(default_factory=list)
+    etag: str | None = None  # of the kept body, with revalidate
+    kept: bytes = b""
+
+    def message(self) -> bytes:
+        if self.etag is None:
+            return self.request
+        return self.request[:-2] + f"If-None-Match: {self.etag}\r\n\r\n".encode()
 
 
 class _Closed(Exception):
     """The server closed the connection before sending any byte of a response."""
 
 
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool, str | None]:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
@@ -69,18 +80,21 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
     length = 0
+    etag = None
     keep = lines[0].startswith("HTTP/1.1")
     for line in lines[1:]:
         name, _, value = line.partition(":")
         name = name.strip().lower()
         if name == "content-length":
             length = int(value)
+        elif name == "etag":
+            etag = value.strip()
         elif name == "connection":
             keep = value.strip().lower() == "keep-alive" or (
                 keep and value.strip().lower() != "close"
             )
     body = await reader.readexactly(length) if length else b""
-    return status, body, keep
+    return status, body, keep, etag
 
 
 async def _generate(
@@ -93,6 +107,7 @@ async def _generate(
     warmup: float,
     timeout: float,
     expect: bytes,
+    revalidate: bool = False,
 ) -> dict:
     loop = asyncio.get_running_loop()
     pool = [
@@ -106,7 +121,7 @@ async def _generate(
         for path, cookie in (targets[i % len(targets)] for i in range(browsers))
     ]
     records: list[Record] = []
-    counts = {"connections": 0, "retries": 0}
+    counts = {"connections": 0, "retries": 0, "not_modified": 0}
     tasks: set[asyncio.Task] = set()
 
     async def request(b: _Browser, due: float) -> None:
@@ -132,8 +147,8 @@ async def _generate(
                     counts["connections"] += 1
                 if sent is None:
                     sent = loop.time()
-                conn.writer.write(b.request)
-                status, body, keep = await asyncio.wait_for(
+                conn.writer.write(b.message())
+                status, body, keep, etag = await asyncio.wait_for(
                     _read_response(conn.reader), max(0.001, deadline - loop.time())
                 )
             except _Closed:
@@ -164,6 +179,12 @@ async def _generate(
                 b.idle.append(conn)
             else:
                 conn.close()
+            if status == 304 and b.etag is not None:
+                status, body = 200, b.kept
+                if done - due <= timeout and due >= start + warmup:
+                    counts["not_modified"] += 1
+            elif status == 200 and revalidate and etag:
+                b.etag, b.kept = etag, body
             if status != 200:
                 records.append(Record(due, begun, sent, done, False, f"http {status}"))
             elif expect not in body:
@@ -228,6 +249,7 @@ async def _generate(
         "generator_lag_max_ms": max(lag, default=float("nan")),
         "new_connections": counts["connections"],
         "retries_on_closed_keepalive": counts["retries"],
+        "not_modified": counts["not_modified"],
         "generator_cpu_share": cpu / wall if wall else float("nan"),
     }
 
@@ -242,6 +264,7 @@ def run(
     warmup: float = 5.0,
     timeout: float = 10.0,
     expect: bytes = b"",
+    revalidate: bool = False,
 ) -> dict:
     """Run the timetable and return latency percentiles (from the due time) and errors."""
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -250,7 +273,18 @@ def run(
     gc.disable()  # a collection pause would show up as generator lag
     try:
         return asyncio.run(
-            _generate(host, port, targets, browsers, interval, duration, warmup, timeout, expect)
+            _generate(
+                host,
+                port,
+                targets,
+                browsers,
+                interval,
+                duration,
+                warmup,
+                timeout,
+                expect,
+                revalidate,
+            )
         )
     finally:
         gc.enable()

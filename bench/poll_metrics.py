@@ -19,6 +19,7 @@ import tempfile
 
 from . import wrk
 from .common import Database, Server, count_running, run_alone, users_with_running_jobs
+from .poll_closed import with_etags
 from .table import Row, check, compare, get
 
 ENDPOINTS = ("status", "status_nometrics")
@@ -53,6 +54,8 @@ def run(
                 r = users[0].http.get(server.url + lines[ep][0][0])
                 if r.status_code != 200 or 'data-status="running"' not in r.text:
                     raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
+            # Both ask as a browser that kept the fragment asks (bench/poll_closed.py).
+            lines = {ep: with_etags(server.url, lines[ep]) for ep in ENDPOINTS}
             endpoints = wrk.rounds(
                 server.url, lines, rounds, duration, warmup, connections, "poll_metrics"
             )

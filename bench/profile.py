@@ -78,6 +78,8 @@ def profile_endpoint(db: Database, endpoint: str, seconds: float, n_users: int =
     with Server(db.url, "profile", MAX_CONCURRENT_JOBS=str(n_users)) as server:
         users = users_with_running_jobs(server, db, n_users, "prof")
         lines = [(poll_closed.paths(u)[endpoint], u.cookie) for u in users]
+        if endpoint in poll_closed.REVALIDATED:  # as poll_closed asks
+            lines = poll_closed.with_etags(server.url, lines)
         log(f"profiling {endpoint} for {seconds:g} s")
         return profile(server, lines, endpoint, seconds)
 

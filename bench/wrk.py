@@ -22,6 +22,7 @@ class WrkResult:
     p99_ms: float
     errors: int  # socket errors plus non-2xx/3xx responses
     output: str
+    not_modified: int = 0  # 304 answers to If-None-Match
 
     def brief(self) -> dict:
         data = asdict(self)
@@ -46,15 +47,15 @@ def _ms(value: str) -> float:
 
 def run(
     url: str,
-    lines: list[tuple[str, str]],
+    lines: list[tuple[str, ...]],
     duration: float,
     connections: int = 16,
     threads: int = 1,
     timeout: float = 10,
 ) -> WrkResult:
-    """wrk against url, cycling through (path, cookie) requests, for duration seconds."""
+    """wrk against url, cycling through (path, cookie[, etag]) requests, for duration seconds."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.writelines(f"{path}\t{cookie}\n" for path, cookie in lines)
+        f.writelines("\t".join(line) + "\n" for line in lines)
         requests_file = f.name
     try:
         out = subprocess.run(
@@ -87,12 +88,13 @@ def run(
         errors += sum(int(g) for g in m.groups())
     if m := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
         errors += int(m.group(1))
-    return WrkResult(rps, total, p50, p99, errors, out)
+    m = re.search(r"Not modified: (\d+)", out)
+    return WrkResult(rps, total, p50, p99, errors, out, int(m.group(1)) if m else 0)
 
 
 def rounds(
     url: str,
-    lines: dict[str, list[tuple[str, str]]],
+    lines: dict[str, list[tuple[str, ...]]],
     rounds: int,
     duration: float,
     warmup: float,
@@ -121,6 +123,7 @@ def rounds(
             "p99_ms_median": median([x["p99_ms"] for x in each]),
             "errors": sum(x["errors"] for x in each),
             "requests": sum(x["requests"] for x in each),
+            "not_modified": sum(x["not_modified"] for x in each),
             "rounds": each,
         }
         for name, each in measured.items()

@@ -532,3 +532,47 @@ def test_a_cancel_racing_success_ends_in_one_outcome_and_says_which(page, live, 
     assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'refund'") == [
         (1 if outcome[0] == "failed" else 0,)
     ]
+
+
+def test_an_unchanged_poll_is_answered_304_and_the_page_goes_on(page, live):
+    """Chromium keeps the live fragment and asks with If-None-Match; htmx 2 gets the kept
+    copy as a 200: the fragment stays, keeps polling, its seconds never go back, and a
+    change (a layer fetched) still comes through."""
+    # Five layers over 20 s: the first is fetched after about 4 s, so the first polls see
+    # the same fragment (progress 0) again and again.
+    server = live(ASSESSMENT_WORK_SECONDS="20", POLL_INTERVAL_SECONDS="0.5", GUNICORN_ACCESSLOG="-")
+    violations = watch_csp(page)
+    sign_up(page, server, "kept@example.com")
+    polls = []
+    page.on("response", lambda r: polls.append(r) if r.url.endswith("/status") else None)
+    start_job(page, server, "札幌市")
+    page.wait_for_selector('#job-status[data-status="running"]')
+    job_path = page.url.removeprefix(server.url)
+
+    def answered(code):
+        log = server.log_path.read_text()
+        return len(re.findall(rf'"GET {re.escape(job_path)}/status HTTP/1.1" {code} ', log))
+
+    seconds = []
+    for _ in range(12):  # 3 s: six polls
+        seconds.append(int(page.locator("#job-status .elapsed").inner_text()))
+        page.wait_for_timeout(250)
+    progress = int(page.locator("#job-status progress").get_attribute("value"))
+    assert progress == 0, "the first layer came too soon for this test"
+    assert answered(304) >= 3, server.log_path.read_text()[-2000:]
+    assert seconds == sorted(seconds) and seconds[-1] >= seconds[0] + 2, seconds
+    assert all(r.ok for r in polls)  # the browser hands the kept copy on as a 200
+    assert page.locator("#job-status").get_attribute("hx-trigger") == "every 0.5s"
+
+    # A change is not hidden by the kept copy: the first layer's tick arrives.
+    page.wait_for_function(
+        "() => Number(document.querySelector('#job-status progress')?.value) > 0",
+        timeout=20_000,
+    )
+    assert page.locator('#job-status .layer-ticks li[data-done="yes"]').count() >= 1
+    assert answered(200) >= 1
+    # The seconds went on from where they were, not back to the first answer's.
+    assert int(page.locator("#job-status .elapsed").inner_text()) >= seconds[-1]
+    page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=40_000)
+    assert page.locator(".report").is_visible()
+    assert violations == []

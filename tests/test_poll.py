@@ -189,3 +189,117 @@ def test_an_error_in_the_fast_path_leaves_the_poll_to_flask(polled, sql, monkeyp
     response = client.get(path)
     assert seen == [path]  # Flask ran the poll again and answered it
     assert attr(response.get_data(as_text=True), "data-status") == "running"
+
+
+def test_an_unchanged_fragment_is_answered_304_without_rendering(polled, sql, monkeypatch):
+    from tests.test_headers import assert_guarded
+
+    app, client, user_id, seen = polled
+    job_id = insert_job(sql, user_id, "running")
+    path = f"/assessments/{job_id}/status"
+    hx = {"HX-Request": "true"}
+    first = client.get(path, headers=hx)
+    etag = first.headers["ETag"]
+    assert first.status_code == 200 and first.headers["Cache-Control"] == "no-cache, private"
+
+    def again(tag=etag, **headers):
+        return client.get(path, headers={**hx, "If-None-Match": tag, **headers})
+
+    # Seconds pass (the page counts them itself): the same fragment, not rendered again.
+    sql("UPDATE assessment_jobs SET started_at = started_at - interval '7 seconds'")
+    render = app.jinja_env.get_template
+    monkeypatch.setattr(app.jinja_env, "get_template", lambda name: pytest.fail("rendered"))
+    unchanged = again()
+    assert unchanged.status_code == 304 and unchanged.get_data() == b""
+    assert unchanged.headers["ETag"] == etag and "Content-Type" not in unchanged.headers
+    assert unchanged.headers["Cache-Control"] == "no-cache, private"
+    assert_guarded(unchanged)
+    assert again(f'"other", W/{etag}').status_code == 304  # as RFC 9110 compares
+    assert seen == []  # and Flask never saw any of it
+    monkeypatch.setattr(app.jinja_env, "get_template", render)
+
+    # Whatever the fragment shows that changed gives a new fragment and a new ETag.
+    tags = {etag}
+    for change in (
+        "UPDATE assessment_jobs SET step = 'Fetching hazard data: flood', progress = 20",
+        "INSERT INTO point_ledger (user_id, kind, amount, job_id)"
+        " SELECT user_id, 'consume', -1, id FROM assessment_jobs",  # charged: billing, balance
+        "UPDATE assessment_jobs SET heartbeat_at = now() - interval '1.2 seconds'",  # late
+    ):
+        sql(change)
+        changed = again()
+        assert changed.status_code == 200 and changed.headers["ETag"] not in tags, change
+        tags.add(etag := changed.headers["ETag"])
+    japanese = again(etag, **{"Accept-Language": "ja"})
+    assert japanese.status_code == 200 and japanese.headers["ETag"] not in tags
+    assert "ポイント" in japanese.get_data(as_text=True)
+    assert seen == []
+
+    # Flask answers a live job's poll the same way, 304 included.
+    flask = flask_only(app, client)
+    assert flask.get(path, headers={**hx, "If-None-Match": etag}).status_code == 304
+    assert flask.get(path, headers=hx).headers["ETag"] == etag
+    assert seen == [path, path]
+
+    # A settled fragment is not kept at all.
+    sql("UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(), progress = 100")
+    done = again(etag)
+    assert done.status_code == 200 and "ETag" not in done.headers
+    assert done.headers["Cache-Control"] == "no-store"
+
+
+def test_a_verified_session_is_still_refused_once_too_old(make_app, sql, monkeypatch):
+    app, client, user_id, seen = recording(make_app, sql, PERMANENT_SESSION_LIFETIME=60)
+    path = f"/assessments/{insert_job(sql, user_id, 'running')}/status"
+    assert client.get(path).status_code == 200  # its cookie verified and kept
+    assert seen == []
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now + 120)
+    assert client.get(path).status_code == 302  # to the login page, as Flask says
+    assert seen == [path]
+
+
+@pytest.mark.parametrize(
+    "status, progress, late",
+    [("pending", 0, False), ("running", 0, False), ("running", 40, False), ("running", 7, True)],
+)
+def test_a_kept_fragment_differs_from_a_new_one_only_in_the_seconds(
+    make_app, status, progress, late
+):
+    """Whatever the fragment shows as the clock moves must be in its ETag, or be counted on
+    by the page: with the row the same but for the time, the same ETag must mean the same
+    fragment, the elapsed seconds aside. Fails if the template derives anything else from
+    the clock (an estimate, a countdown) that the ETag does not see."""
+    from dataclasses import replace
+
+    from flask import g
+
+    from app.jobs.views import JobView
+    from app.web import poll
+
+    app = make_app()
+    job = JobView(
+        id=uuid.uuid4(), status=status, billing="charged", settled=False, late=late,
+        message="", step="Fetched layer 2 of 5 (flood)", progress=progress,
+        query_text="札幌市", lang="en", area=None, elapsed=0.0, balance=2, version="row",
+    )  # fmt: skip
+    fragment = app.jinja_env.get_template(poll.FRAGMENT)
+    url = f"/assessments/{job.id}/status"
+
+    def answer(seconds, language):
+        shown = replace(job, elapsed=seconds)
+        with app.app_context():
+            g.locale = language
+            html = fragment.render(
+                job=shown, report=None, oob=True, config=app.config, status_url=url
+            )
+            etag = poll.fragment_etag(app, shown, language, url)
+        return etag, re.sub(r'data-elapsed="\d+">\d+<', "N<", html)
+
+    for language in ("en", "ja"):
+        seen = {}
+        for seconds in (0.4, 1.0, 1.6, 5, 59.2, 61, 90, 150, 151, 600, 3599, 3601, 7200.5):
+            etag, html = answer(seconds, language)
+            assert seen.setdefault(etag, html) == html, (language, seconds)
+        if progress == 0:
+            assert len(seen) == 1  # nothing moves but the seconds: always the kept copy

@@ -4,6 +4,7 @@ A healthy poll is one read. The transitions it may set off (reap, finalize) are 
 transitions and billing modules' conditional statements; this module only decides when.
 """
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ class JobView:
     area: dict[str, Any] | None
     elapsed: float
     balance: int  # the owner's balance, for the page's top bar
+    version: str = ""  # the row but for the clock (see row_version): the fragment's ETag
 
     @property
     def layers(self) -> list[tuple[Layer, bool]]:
@@ -100,6 +102,23 @@ VIEW_SQL = text(
     " WHERE j.id = :id AND j.user_id = :user"
     "   AND (u.session_generation = :gen OR CAST(:gen AS integer) IS NULL)"
 )
+
+
+# The poll's columns that move with the clock alone. The page counts the elapsed seconds on
+# by itself (static/js/job-elapsed.js), so a row that differs only there shows nothing new.
+CLOCK_COLUMNS = frozenset({"elapsed"})
+
+
+def row_version(row: Any) -> str:
+    """Digest every column of the poll's row but the clock's: what the fragment shows.
+
+    The poll's ETag starts from it (app/web/poll.py), so a column added to VIEW_SQL for the
+    page to show joins it by itself; only a column that moves with the clock must be
+    named in CLOCK_COLUMNS, and then the page must count it on as it does the seconds.
+    """
+    named = zip(row._fields, row, strict=True)
+    values = [value for name, value in named if name not in CLOCK_COLUMNS]
+    return hashlib.blake2b(repr(values).encode(), digest_size=12).hexdigest()
 
 
 def _params(job_id: uuid.UUID, user_id: int, generation: int | None) -> dict[str, Any]:
@@ -167,6 +186,7 @@ def _as_view(row: Any) -> JobView:
         area=row.area,
         elapsed=row.elapsed,
         balance=row.balance,
+        version=row_version(row),
     )
 
 

@@ -64,6 +64,7 @@ POLL_SECONDS = Histogram(
 # Bound once: the poll is the hot path, so it pays one observe and no label lookup.
 POLL_FAST = POLL_SECONDS.labels("fast")
 POLL_FULL = POLL_SECONDS.labels("full")
+POLL_UNCHANGED = POLL_SECONDS.labels("unchanged")  # answered 304: the browser had it
 
 
 def _event(

@@ -23,7 +23,7 @@ from ..extensions import login_manager
 from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
 from ..points import accounts, ledger
-from . import i18n, paging
+from . import i18n, paging, poll
 from .auth import session_identity
 from .forms import AssessmentForm
 
@@ -177,8 +177,17 @@ def status(job_id: str):
         report = views.result(job.id, user_id)
     # Rendered without Flask's context processors: Flask-Login's loads the user row to
     # offer current_user, which cost a quarter of the worker's time under polling.
-    fragment = current_app.jinja_env.get_template("partials/_job_status.html")
-    return fragment.render(job=job, report=report, oob=True, config=current_app.config)
+    app = current_app._get_current_object()
+    if job.status not in ("pending", "running"):  # settled, or being settled: no-store
+        fragment = app.jinja_env.get_template(poll.FRAGMENT)
+        return fragment.render(job=job, report=report, oob=True, config=app.config)
+    # A live job's fragment as the fast poll answers it: its ETag, and 304 when unchanged.
+    etag = poll.fragment_etag(app, job, i18n.language(), request.script_root + request.path)
+    headers = {"ETag": etag, "Cache-Control": poll.CACHE_CONTROL}
+    if poll.matches(request.headers.get("If-None-Match"), etag):
+        return "", 304, headers
+    fragment = app.jinja_env.get_template(poll.FRAGMENT)
+    return fragment.render(job=job, report=report, oob=True, config=app.config), headers
 
 
 def _own_job(raw_id: str, user_id: int, generation: int | None = None) -> views.JobView:

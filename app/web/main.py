@@ -52,7 +52,10 @@ def demo_data() -> dict[str, object]:
 
 @bp.after_app_request
 def no_store_pages(response):
-    """Keep pages out of the browser's cache, so Back never shows a stale balance."""
-    if response.mimetype == "text/html":
+    """Keep pages out of the browser's cache, so Back never shows a stale balance.
+
+    A live job's fragment (it has an ETag) is kept, but asked about again on every poll.
+    """
+    if response.mimetype == "text/html" and "ETag" not in response.headers:
         response.headers["Cache-Control"] = "no-store"
     return response
