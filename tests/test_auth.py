@@ -322,22 +322,61 @@ def test_an_account_has_a_ceiling_of_guesses_across_addresses(make_app):
 
 
 def test_a_device_cookie_has_its_own_brake_and_only_for_its_account(make_app):
-    app = make_app(LOGIN_DEVICE_RATE_LIMIT="3 per 15 minutes")
+    app = make_app(LOGIN_DEVICE_RATE_LIMIT="3 per 15 minutes", LOGIN_RATE_LIMIT="2 per 15 minutes")
     owner = from_address(app, "192.0.2.210")
     owner.signup("mine@example.com")
     owner.client.post("/logout", data={"csrf_token": owner.token("/")})
     for _ in range(3):
         assert owner.login("mine@example.com", "guess-wrong").status_code == 400
-    assert owner.login("mine@example.com").status_code == 429  # a stolen cookie: 3 guesses
+    # A stolen cookie whose own brake is full is a stranger's (OWASP): the strangers'
+    # brakes, and the account's ceiling, count its guesses from then on.
+    for _ in range(2):
+        assert owner.login("mine@example.com", "guess-wrong").status_code == 400
+    assert owner.login("mine@example.com").status_code == 429
     # A cookie of one account is a stranger's for another one; a forged one is nothing.
-    assert from_address(app, "192.0.2.210").login("mine@example.com").status_code == 303
+    assert from_address(app, "192.0.2.212").login("mine@example.com").status_code == 303
     prober = from_address(app, "192.0.2.211")
     prober.signup("prober@example.com")
     prober.client.post("/logout", data={"csrf_token": prober.token("/")})
     prober.client.set_cookie("device", "forged.value", path="/login")
-    for _ in range(10):
+    for _ in range(2):
         assert prober.login("mine@example.com", "guess-wrong").status_code == 400
     assert prober.login("mine@example.com", "guess-wrong").status_code == 429
+
+
+def test_a_device_cookie_out_of_its_own_guesses_counts_toward_the_ceiling(make_app):
+    app = make_app(
+        LOGIN_DEVICE_RATE_LIMIT="2 per 15 minutes", LOGIN_ACCOUNT_RATE_LIMIT="3 per hour"
+    )
+    owner = from_address(app, "192.0.2.220")
+    owner.signup("ceiling@example.com")
+    owner.client.post("/logout", data={"csrf_token": owner.token("/")})
+    for _ in range(2):  # the cookie's own guesses: not the account's ceiling
+        assert owner.login("ceiling@example.com", "guess-wrong").status_code == 400
+    for _ in range(3):  # then a stranger's, up to the ceiling
+        assert owner.login("ceiling@example.com", "guess-wrong").status_code == 400
+    assert owner.login("ceiling@example.com").status_code == 429
+    fresh = from_address(app, "203.0.113.160")
+    assert fresh.login("ceiling@example.com").status_code == 429  # the ceiling holds everyone
+
+
+def test_signing_out_retires_every_other_browsers_device_cookie(make_app):
+    # A device cookie outlives no "sign out on every device": a thief's copy is a stranger's
+    # from then on, while the browser that signed out keeps one for the new generation.
+    app = make_app(LOGIN_DEVICE_RATE_LIMIT="5 per 15 minutes", LOGIN_RATE_LIMIT="1 per 15 minutes")
+    owner = from_address(app, "192.0.2.230")
+    owner.signup("revoked@example.com")
+    stolen = owner.client.get_cookie("device", path="/login").value
+    thief = from_address(app, "203.0.113.230")
+    thief.client.set_cookie("device", stolen, path="/login")
+    assert thief.login("revoked@example.com", "guess-1").status_code == 400
+    assert thief.login("revoked@example.com", "guess-2").status_code == 400  # own brake: 5
+    owner.client.post("/account/logout-everywhere", data={"csrf_token": owner.token("/")})
+    assert thief.login("revoked@example.com", "guess-3").status_code == 400  # a stranger now:
+    assert thief.login("revoked@example.com", "guess-4").status_code == 429  # 1 per 15 minutes
+    for _ in range(3):  # the owner's browser is still its own brake
+        assert owner.login("revoked@example.com", "guess-wrong").status_code == 400
+    assert owner.login("revoked@example.com").status_code == 303
 
 
 def test_a_signed_out_submit_goes_to_login_and_writes_nothing(client, actions, sql):
@@ -398,3 +437,59 @@ def test_the_brake_holds_across_instances(live):
         )
         answers.append(response.status_code)
     assert answers == [400, 400, 400, 429, 429]
+
+
+def _at_once(actions_list, attempt) -> list[int]:
+    """Send one request per browser from real threads, released together; their statuses."""
+    import threading
+
+    barrier = threading.Barrier(len(actions_list))
+    statuses = []
+
+    def one(actions, token):
+        barrier.wait(20)
+        statuses.append(attempt(actions, token))
+
+    tokens = [a.token(path) for a, path in ((a, "/login") for a in actions_list)]
+    threads = [
+        threading.Thread(target=one, args=(a, t)) for a, t in zip(actions_list, tokens, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return sorted(statuses)
+
+
+def test_guesses_sent_at_once_get_no_more_password_checks_than_the_brake_allows(make_app, sql):
+    # Eight browsers (own session and CSRF token each) guess one account from one address in
+    # the same instant: each attempt is counted before its password is checked, so only the
+    # brake's three get a check and an answer; the rest are 429, as sent one by one.
+    app = make_app(LOGIN_RATE_LIMIT="3 per 15 minutes")
+    browsers = [from_address(app, "203.0.113.77") for _ in range(8)]
+
+    def guess(actions, token):
+        data = {"email": "rushed@example.com", "password": "guess-wrong", "csrf_token": token}
+        return actions.client.post("/login", data=data).status_code
+
+    assert _at_once(browsers, guess) == [400] * 3 + [429] * 5
+    assert sql("SELECT count(*) FROM brake_hits WHERE position('/login-account/' in key) > 0") == [
+        (3,)
+    ]
+
+
+def test_signups_naming_a_taken_email_at_once_are_braked_as_one_by_one(make_app, sql):
+    app = make_app(SIGNUP_RATE_LIMIT="3 per hour")
+    from_address(app, "192.0.2.70").signup("taken-at-once@example.com")
+    probers = [from_address(app, "192.0.2.71") for _ in range(8)]
+
+    def probe(actions, token):
+        data = {
+            "email": "taken-at-once@example.com",
+            "password": "another one",
+            "csrf_token": token,
+        }
+        return actions.client.post("/signup", data=data).status_code
+
+    assert _at_once(probers, probe) == [400] * 3 + [429] * 5
+    assert sql("SELECT count(*) FROM users") == [(1,)]

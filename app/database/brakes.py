@@ -99,6 +99,17 @@ class PostgresBrakeStorage(Storage, MovingWindowSupport):
         )
         return bool(row[0])
 
+    def release_entry(self, key: str, expiry: int, amount: int = 1) -> None:
+        """Uncount the key's `amount` latest attempts: taken before the work, not to count."""
+        self._run(
+            "DELETE FROM brake_hits WHERE ctid IN (SELECT ctid FROM brake_hits"
+            " WHERE key = :k AND at > clock_timestamp() - make_interval(secs => :e)"
+            " ORDER BY at DESC LIMIT :n)",
+            k=stored_key(key),
+            e=float(expiry),
+            n=amount,
+        )
+
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """Return the oldest counted attempt's time in the window and how many there are."""
         start, count = self._run(
@@ -126,6 +137,16 @@ class PostgresBrakeStorage(Storage, MovingWindowSupport):
             e=float(expiry),
         )
         return count
+
+    def decr(self, key: str, amount: int = 1) -> int:
+        """Take back from the key's current fixed window (never below zero)."""
+        row = self._run(
+            "UPDATE brake_counters SET count = greatest(count - :n, 0)"
+            " WHERE key = :k AND expires_at > clock_timestamp() RETURNING count",
+            k=stored_key(key),
+            n=amount,
+        )
+        return row[0] if row else 0
 
     def get(self, key: str) -> int:
         """Return the count of the key's current fixed window."""

@@ -51,14 +51,17 @@ def dummy_hash() -> str:
 def authenticate(email: str, password: str) -> User | None:
     """Return the user if the password is right, else None."""
     user = find_by_email(email)
+    return user if password_matches(user, password) else None
+
+
+def password_matches(user: User | None, password: str) -> bool:
+    """Tell whether the password is the user's (looked up beforehand, None if unknown)."""
     if user is None:
         # An unknown email costs the same hash check as a wrong password: otherwise the
         # time of the answer tells which emails have accounts.
         check_password_hash(dummy_hash(), password)
-        return None
-    if not check_password_hash(user.password_hash, password):
-        return None
-    return user
+        return False
+    return check_password_hash(user.password_hash, password)
 
 
 def set_preferences(user_id: int, **choices: str) -> None:
@@ -68,13 +71,21 @@ def set_preferences(user_id: int, **choices: str) -> None:
     db.session.commit()
 
 
-def end_sessions(user_id: int) -> None:
-    """Revoke every session of the user, on every device: bump the session generation."""
-    db.session.execute(
-        text("UPDATE users SET session_generation = session_generation + 1 WHERE id = :u"),
+def end_sessions(user_id: int) -> int:
+    """Revoke every session of the user, on every device: bump the session generation.
+
+    Return the new generation. Device cookies (app/web/devices.py) name the generation too,
+    so they are retired with the sessions.
+    """
+    generation = db.session.scalar(
+        text(
+            "UPDATE users SET session_generation = session_generation + 1 WHERE id = :u"
+            " RETURNING session_generation"
+        ),
         {"u": user_id},
     )
     db.session.commit()
+    return generation
 
 
 def session_alive(user_id: int, generation: int) -> bool:

@@ -8,7 +8,6 @@ from flask import (
     Blueprint,
     current_app,
     flash,
-    g,
     make_response,
     redirect,
     render_template,
@@ -24,7 +23,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 from ..extensions import db, limiter, login_manager
 from ..models import User
 from ..points import accounts
-from . import devices, i18n
+from . import brakes, devices, i18n
 from .forms import LoginForm, PreferencesForm, SignupForm
 
 bp = Blueprint("auth", __name__)
@@ -99,68 +98,64 @@ def load_user(user_id: str) -> User | None:
     return user
 
 
-# Brakes on password guessing and on sign-up floods, by client address. Behind a proxy
-# that address is the proxy's (request.remote_addr): put werkzeug's ProxyFix in front
-# only when a proxy you trust sets X-Forwarded-For. Only the POSTs are limited, and
-# only failures count toward the log-in brakes, so a user who types it right is never
-# held. A browser with a device cookie for the account (devices.py) has a brake of its
-# own; every other one counts per account and address, per address, and toward the
-# account's ceiling across addresses: a stranger's guesses never lock out the owner's
-# usual browser, and many addresses together still get a bounded number of guesses.
+# Brakes on password guessing and on sign-up floods, by client address (behind a proxy,
+# see app/web/proxies.py). Only valid POSTs are counted, each BEFORE its password check or
+# account creation (brakes.take: atomic, so attempts sent at once cannot all pass a test
+# of the count), and a log-in that succeeds is given back: a user who types it right is
+# never held. A browser with a device cookie for the account (devices.py) has a brake of
+# its own; every other one, and one whose own brake is full, counts per account and
+# address, per address, and toward the account's ceiling across addresses: a stranger's
+# guesses never lock out the owner's usual browser, and many addresses together (or a
+# stolen cookie) still get a bounded number of guesses.
 def _client() -> str:
     return request.remote_addr or "unknown"
 
 
 def _account() -> str:
-    # As the form reads it: stripped, and matched in any letter case. Never empty: a
-    # limit whose key is empty is skipped (and logged) by Flask-Limiter.
+    # As the form reads it: stripped, and matched in any letter case.
     return (request.form.get("email") or "").strip().lower() or "-"
 
 
-def _account_at_client() -> str:
-    return f"{_account()}|{_client()}"
+def _stranger_brakes() -> tuple[tuple[str, str, str], ...]:
+    config = current_app.config
+    return (
+        (config["LOGIN_RATE_LIMIT"], "login-account", f"{_account()}|{_client()}"),
+        (config["LOGIN_ADDRESS_RATE_LIMIT"], "login-address", _client()),
+        (config["LOGIN_ACCOUNT_RATE_LIMIT"], "login-account-everywhere", _account()),
+    )
 
 
-def _device() -> str:
-    return f"{_account()}|{devices.nonce()}"
-
-
-def _limit(name: str):
-    return lambda: current_app.config[name]
-
-
-def _login_failed(response) -> bool:
-    return g.get("login_failed", False)
-
-
-def _signed_up_or_taken(response) -> bool:
-    # An account created, or a sign-up naming an email already in use: both tell the
-    # client something about that address, so both count. A form error does not.
-    return g.get("signed_up", False) or g.get("email_taken", False)
+def _take_login_attempt(user: User | None) -> brakes.Taken:
+    device = devices.nonce(user.id, user.session_generation) if user else None
+    if device is not None:
+        limit = current_app.config["LOGIN_DEVICE_RATE_LIMIT"]
+        taken = brakes.take((limit, "login-device", f"{_account()}|{device}"))
+        if not taken.refused:
+            return taken
+        # OWASP: a device cookie out of its own guesses is a stranger's (its thief's).
+    return brakes.take(*_stranger_brakes())
 
 
 @bp.route("/signup", methods=["GET", "POST"])
-@limiter.limit(
-    _limit("SIGNUP_RATE_LIMIT"),
-    key_func=_client,
-    methods=["POST"],
-    deduct_when=_signed_up_or_taken,
-)
 def signup():
     """Create an account and sign in."""
     if current_user.is_authenticated:
         return redirect(url_for("main.dashboard"))
     form = SignupForm()
     if form.validate_on_submit():
+        # Counted before the account is made: an account created, and a sign-up naming an
+        # email already in use, both tell the client something about that address. A form
+        # error counts nothing.
+        taken = brakes.take((current_app.config["SIGNUP_RATE_LIMIT"], "signup", _client()))
+        if taken.refused:
+            return _too_many(taken.wait)
         try:
             user = accounts.create_user(
                 form.email.data, form.password.data, current_app.config["SIGNUP_POINTS"]
             )
         except accounts.EmailTaken:
-            # Counted by the sign-up brake, as an account created is. The words do not
-            # say that an account exists; README, "Sign-up and log-in brakes", says why
-            # a sign-up cannot hide it entirely and what the brake does about that.
-            g.email_taken = True
+            # The words do not say that an account exists; README, "Sign-up and log-in
+            # brakes", says why a sign-up cannot hide it entirely and what the brake does.
             form.email.errors.append(
                 _(
                     "This email cannot be used for a new account."
@@ -168,7 +163,6 @@ def signup():
                 )
             )
         else:
-            g.signed_up = True
             login_user(user)
             i18n.remember(user)
             flash(
@@ -180,57 +174,29 @@ def signup():
                 ),
                 "success",
             )
-            return devices.remember(redirect(url_for("main.dashboard"), 303), user.email)
+            response = redirect(url_for("main.dashboard"), 303)
+            return devices.remember(response, user.id, user.session_generation)
     status = 400 if request.method == "POST" else 200
     return render_template("auth/signup.html", form=form), status
 
 
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit(
-    _limit("LOGIN_RATE_LIMIT"),
-    key_func=_account_at_client,
-    methods=["POST"],
-    deduct_when=_login_failed,
-    exempt_when=devices.trusted,
-    scope="login-account",
-)
-@limiter.limit(
-    _limit("LOGIN_ADDRESS_RATE_LIMIT"),
-    key_func=_client,
-    methods=["POST"],
-    deduct_when=_login_failed,
-    exempt_when=devices.trusted,
-    scope="login-address",
-)
-@limiter.limit(
-    _limit("LOGIN_ACCOUNT_RATE_LIMIT"),
-    key_func=_account,
-    methods=["POST"],
-    deduct_when=_login_failed,
-    exempt_when=devices.trusted,
-    scope="login-account-everywhere",
-)
-@limiter.limit(
-    _limit("LOGIN_DEVICE_RATE_LIMIT"),
-    key_func=_device,
-    methods=["POST"],
-    deduct_when=_login_failed,
-    exempt_when=devices.stranger,
-    scope="login-device",
-)
 def login():
     """Sign in with email and password."""
     if current_user.is_authenticated:
         return redirect(_safe_next() or url_for("main.dashboard"))
     form = LoginForm()
     if form.validate_on_submit():
-        user = accounts.authenticate(form.email.data, form.password.data)
-        if user is not None:
+        user = accounts.find_by_email(form.email.data)
+        taken = _take_login_attempt(user)
+        if taken.refused:
+            return _too_many(taken.wait)  # even with the right password, unchecked
+        if accounts.password_matches(user, form.password.data):
+            brakes.give_back(taken)
             login_user(user)
             i18n.remember(user)
             response = redirect(_safe_next() or url_for("main.dashboard"), 303)
-            return devices.remember(response, user.email)
-        g.login_failed = True
+            return devices.remember(response, user.id, user.session_generation)
         form.password.errors.append(_("That email and password do not match an account."))
     status = 400 if request.method == "POST" else 200
     return render_template("auth/login.html", form=form), status
@@ -242,7 +208,10 @@ def too_many_attempts(exc: RateLimitExceeded):
     limit = limiter.current_limit
     # The window's exact end: the library's reset_at is rounded up to the next whole second,
     # which can name a wait one second longer than the window itself (901 s of a 15-minute one).
-    wait = max(1, math.ceil(limit.window.reset_time - time.time())) if limit else 60
+    return _too_many(max(1, math.ceil(limit.window.reset_time - time.time())) if limit else 60)
+
+
+def _too_many(wait: int):
     minutes = math.ceil(wait / 60)
     message = (
         ngettext(
@@ -270,10 +239,13 @@ def logout():
 
 def _sign_out(message: str):
     # One session generation per user: ending this session ends them all.
-    accounts.end_sessions(current_user.id)
+    user_id = current_user.id
+    generation = accounts.end_sessions(user_id)
     logout_user()
     flash(message, "info")
-    return redirect(url_for("auth.login"), 303)
+    # Every device cookie of the account went with the sessions; this browser, signed in
+    # until now, is the owner's and keeps one.
+    return devices.remember(redirect(url_for("auth.login"), 303), user_id, generation)
 
 
 def _safe_next() -> str | None:

@@ -1,21 +1,26 @@
 """Device cookies: a browser that signed in to an account before is not braked with strangers.
 
 OWASP's "Slow Down Online Guessing Attacks with Device Cookies": a successful log-in (or
-sign-up) gives the browser a signed cookie naming the account (by a digest of its email)
-and a random nonce. A log-in attempt for that account from a browser holding a valid
-cookie for it counts only toward its own brake, per nonce; every other attempt (a
-stranger, or the owner on a new browser) counts toward the per-address brakes and the
-account's ceiling across all addresses. So guesses from an office's shared address, or
-from many addresses at once, never lock the owner's usual browser out, and guessing an
-account has a ceiling however many addresses it comes from. The cookie is only a brake's
-key, never a credential: it signs nobody in. It is sent to /login only, so the status poll
-and every other request carry none of it.
+sign-up) gives the browser a signed cookie naming the account (its id), the account's
+session generation and a random nonce. A log-in attempt for that account from a browser
+holding a valid cookie for it counts toward its own brake, per nonce; every other attempt
+(a stranger, the owner on a new browser, or a cookie whose own brake is full) counts
+toward the per-address brakes and the account's ceiling across all addresses. So guesses
+from an office's shared address, or from many addresses at once, never lock the owner's
+usual browser out, and guessing an account has a ceiling however many addresses it comes
+from, a stolen cookie included.
+
+Logging out bumps the session generation (app/points/accounts.py: end_sessions), and
+that retires every device cookie of the account at once, a thief's too: the log-in's own
+user lookup compares it. The browser that logs out gets a fresh one for the new
+generation, as it has just proved it is the owner's. The cookie is only a brake's key,
+never a credential: it signs nobody in. It is sent to /login only, so the status poll and
+every other request carry none of it.
 """
 
-import hashlib
 import secrets
 
-from flask import Response, current_app, g, request
+from flask import Response, current_app, request
 from itsdangerous import BadSignature, URLSafeSerializer
 
 COOKIE = "device"
@@ -29,14 +34,9 @@ def _serializer() -> URLSafeSerializer:
     return URLSafeSerializer(keys, salt=SALT)
 
 
-def _account(email: str) -> str:
-    # The cookie names the account without showing its email to whoever reads the cookie.
-    return hashlib.sha256(email.strip().lower().encode("utf-8", "replace")).hexdigest()[:32]
-
-
-def remember(response: Response, email: str) -> Response:
-    """Give this browser a device cookie for the account it just signed in to."""
-    value = _serializer().dumps({"a": _account(email), "n": secrets.token_urlsafe(16)})
+def remember(response: Response, user_id: int, generation: int) -> Response:
+    """Give this browser a device cookie for the account (and generation) it signed in to."""
+    value = _serializer().dumps({"u": user_id, "g": generation, "n": secrets.token_urlsafe(16)})
     response.set_cookie(
         COOKIE,
         value,
@@ -49,31 +49,21 @@ def remember(response: Response, email: str) -> Response:
     return response
 
 
-def nonce() -> str | None:
-    """Return the nonce of this browser's device cookie if it is valid for the email posted."""
-    if "device_nonce" not in g:
-        g.device_nonce = _valid_nonce(request.cookies.get(COOKIE), request.form.get("email"))
-    return g.device_nonce
+def nonce(user_id: int | None, generation: int | None) -> str | None:
+    """Return the nonce of this browser's device cookie if it is valid for this account now.
 
-
-def _valid_nonce(cookie: str | None, email: str | None) -> str | None:
-    if not cookie or not isinstance(email, str):
+    `user_id` and `generation` are the account's as the log-in looked it up (None for an
+    email without one): a cookie of another account, or of a generation since logged out
+    of, is no device cookie.
+    """
+    cookie = request.cookies.get(COOKIE)
+    if not cookie or user_id is None:
         return None
     try:
         data = _serializer().loads(cookie)
     except BadSignature:
         return None
-    if not isinstance(data, dict) or data.get("a") != _account(email):
+    if not isinstance(data, dict) or data.get("u") != user_id or data.get("g") != generation:
         return None
     value = data.get("n")
     return value if isinstance(value, str) and value else None
-
-
-def trusted() -> bool:
-    """Tell whether this log-in comes from a browser that signed in to the account before."""
-    return nonce() is not None
-
-
-def stranger() -> bool:
-    """Tell whether this log-in comes from a browser without a device cookie for the account."""
-    return nonce() is None
