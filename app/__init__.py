@@ -133,8 +133,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     ops.init_app(app)
     payments.init_app(app)
+    from .web import proxies
     from .web.poll import LivePoll
 
+    proxies.install(app)  # inside the fast poll, which needs no client address
     app.wsgi_app = LivePoll(app, app.wsgi_app)
     return app
 

@@ -70,6 +70,11 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     # Where the counts live; unset: the app's own PostgreSQL (app/database/brakes.py), which
     # every process shares. memory:// counts per process; redis://host:6379 works too.
     "RATELIMIT_STORAGE_URI": (str, ""),
+    # Proxies in front that append to X-Forwarded-For: the brakes count by the client's
+    # address it names, for requests from FORWARDED_ALLOW_IPS only (app/web/proxies.py).
+    "PROXY_FIX_X_FOR": (int, 0),
+    # The proxies whose headers are believed, as gunicorn.conf.py reads it too.
+    "FORWARDED_ALLOW_IPS": (str, ""),
     "DRAIN_SECONDS": (float, 0),
     "METRICS_TOKEN": (str, ""),
     "LOG_FORMAT": (str, "text"),

@@ -493,3 +493,38 @@ def test_signups_naming_a_taken_email_at_once_are_braked_as_one_by_one(make_app,
 
     assert _at_once(probers, probe) == [400] * 3 + [429] * 5
     assert sql("SELECT count(*) FROM users") == [(1,)]
+
+
+def test_behind_a_trusted_proxy_each_client_address_has_its_own_brake(make_app):
+    app = make_app(
+        PROXY_FIX_X_FOR=1, FORWARDED_ALLOW_IPS="10.0.0.0/24", LOGIN_ADDRESS_RATE_LIMIT="2 per hour"
+    )
+
+    def via(remote, forwarded):
+        browser = from_address(app, remote)
+        browser.client.environ_base["HTTP_X_FORWARDED_FOR"] = forwarded
+        return browser
+
+    first = via("10.0.0.5", "203.0.113.1")
+    for i in range(2):
+        assert first.login(f"sprayed{i}@example.com", "g").status_code == 400
+    assert first.login("sprayed9@example.com", "g").status_code == 429
+    # Another client behind the same proxy is braked apart; the proxy's last hop is believed.
+    assert (
+        via("10.0.0.5", "198.51.100.3, 203.0.113.2").login("a@example.com", "g").status_code == 400
+    )
+    assert via("10.0.0.6", "203.0.113.1").login("b@example.com", "g").status_code == 429
+    # From an untrusted address, X-Forwarded-For is the client's own words: ignored.
+    for i in range(2):
+        liar = via("192.0.2.99", f"198.51.100.{10 + i}")
+        assert liar.login(f"liar{i}@example.com", "g").status_code == 400
+    assert via("192.0.2.99", "198.51.100.50").login("c@example.com", "g").status_code == 429
+
+
+def test_x_forwarded_for_is_ignored_unless_asked_for(make_app):
+    app = make_app(FORWARDED_ALLOW_IPS="10.0.0.5", LOGIN_ADDRESS_RATE_LIMIT="1 per hour")
+    for i, forwarded in enumerate(("203.0.113.1", "203.0.113.2")):
+        browser = from_address(app, "10.0.0.5")
+        browser.client.environ_base["HTTP_X_FORWARDED_FOR"] = forwarded
+        expected = 400 if i == 0 else 429  # one brake: the proxy's address
+        assert browser.login(f"one{i}@example.com", "g").status_code == expected
