@@ -4,9 +4,9 @@ In-process, two apps on one fresh database, one counting in memory (memory://, p
 and one in PostgreSQL (the default, app/database/brakes.py), measured alternately in the
 same run:
 - a failed log-in POST through Flask's test client (the CSRF token fetched beforehand, not
-  timed): the brakes' check before the view, the password hash, the count after it;
-- the brakes' own work for one failed log-in, alone: test() and hit() of each of the
-  view's limits, as Flask-Limiter does for it.
+  timed): the brakes' count before the password check (app/web/brakes.py), the hash;
+- the brakes' own work for one failed log-in, alone: hit() of each of the view's limits,
+  as app/web/brakes.py does for it.
 Each attempt uses a new email and client address, so no brake trips. Medians.
 
     python -m bench.brakes [--logins 200]
@@ -69,8 +69,6 @@ def _brake_alone(limiter: MovingWindowRateLimiter, limits: int) -> float:
     keys = [f"bench/{uuid.uuid4().hex}/{n}" for n in range(limits)]
     began = time.perf_counter()
     for key in keys:
-        limiter.test(item, key)
-    for key in keys:
         limiter.hit(item, key)
     return time.perf_counter() - began
 
@@ -86,7 +84,7 @@ def run(db, logins: int = 200) -> dict:
         upgrade()
     apps = {"memory": _app(db.url, "memory://"), "postgresql": _app(db.url, "")}
     clients = {name: _client(app) for name, app in apps.items()}
-    # How many limits a failed log-in tests and counts: the rows a few of them write.
+    # How many limits a failed log-in counts: the rows a few of them write.
     warm = 5
     limiter.init_app(apps["postgresql"])
     for _ in range(warm):
