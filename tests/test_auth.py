@@ -528,3 +528,38 @@ def test_x_forwarded_for_is_ignored_unless_asked_for(make_app):
         browser.client.environ_base["HTTP_X_FORWARDED_FOR"] = forwarded
         expected = 400 if i == 0 else 429  # one brake: the proxy's address
         assert browser.login(f"one{i}@example.com", "g").status_code == expected
+
+
+@pytest.mark.server
+def test_guesses_sent_at_once_to_a_live_server_are_braked_as_one_by_one(live, sql):
+    # The reviewer's reproduction, through gunicorn's eight threads: eight browsers, each
+    # with its own session and CSRF token, guess one account in the same instant.
+    import threading
+
+    from tests.live import User
+
+    server = live(LOGIN_RATE_LIMIT="3 per 15 minutes")
+    guessers = [User(server) for _ in range(8)]
+    tokens = [guesser._token("/login") for guesser in guessers]
+    barrier = threading.Barrier(len(guessers))
+    statuses = []
+
+    def guess(guesser, token):
+        barrier.wait(20)
+        data = {"email": "rushed-live@example.com", "password": "guess", "csrf_token": token}
+        response = guesser.http.post(
+            server.url + "/login", data=data, allow_redirects=False, timeout=60
+        )
+        statuses.append(response.status_code)
+
+    threads = [
+        threading.Thread(target=guess, args=pair) for pair in zip(guessers, tokens, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert sorted(statuses) == [400] * 3 + [429] * 5
+    assert sql("SELECT count(*) FROM brake_hits WHERE position('/login-account/' in key) > 0") == [
+        (3,)
+    ]
