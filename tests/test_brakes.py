@@ -110,3 +110,20 @@ def test_a_log_in_while_the_database_is_down_is_503_then_braked_again(
         db_proxy.up()
     assert guesser.login("x@example.com", "guess").status_code == 400
     assert guesser.login("x@example.com", "guess").status_code == 429
+
+
+def test_an_attempt_taken_can_be_given_back(storage, sql):
+    # A log-in is counted before its password check; one that succeeds is uncounted.
+    assert storage.acquire_entry("back", 2, 900) and storage.acquire_entry("back", 2, 900)
+    assert not storage.acquire_entry("back", 2, 900)
+    storage.release_entry("back", 900)
+    assert storage.acquire_entry("back", 2, 900)
+    storage.release_entry("back", 900, amount=5)  # never more than there are
+    assert sql("SELECT count(*) FROM brake_hits WHERE key = 'back'") == [(0,)]
+    limiter = FixedWindowRateLimiter(storage)
+    item = parse("1 per minute")
+    assert limiter.hit(item, "fixed-back")
+    storage.decr(item.key_for("fixed-back"))
+    assert limiter.hit(item, "fixed-back") and not limiter.test(item, "fixed-back")
+    storage.decr(item.key_for("fixed-back"), 5)
+    assert storage.get(item.key_for("fixed-back")) == 0
