@@ -131,6 +131,8 @@ class LedgerEntry(db.Model):
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     checkout_session: Mapped[str | None] = mapped_column(Text)  # purchase, purchase_refund
     operator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))  # support rows
+    # The console form's one-time value (migrations/versions/i27_fix.py): one row per submit.
+    support_nonce: Mapped[str | None] = mapped_column(Text)
 
 
 class CheckoutSession(db.Model):

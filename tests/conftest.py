@@ -96,7 +96,7 @@ def truncate(url: str) -> None:
     """Empty every table and reset the housekeeping clock."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "TRUNCATE users, point_ledger, assessment_jobs, incidents,"
+            "TRUNCATE users, point_ledger, assessment_jobs, incidents, payment_refunds,"
             " procrastinate_jobs, procrastinate_workers, layer_cache, brake_hits, brake_counters"
             " RESTART IDENTITY CASCADE"
         )

@@ -334,7 +334,9 @@ class LedgerWithPurchases(Ledger):
     def __init__(self, app, database_url):
         super().__init__(app, database_url)
         self.paid: set[str] = set()  # sessions a paid event was delivered for
-        self.refunded: set[str] = set()  # sessions a full refund was delivered for
+        self.refunded: set[str] = set()  # sessions whose pack a full refund reversed
+        self.full: set[str] = set()  # sessions a full refund was delivered for (paid or not)
+        self.partial: set[str] = set()  # sessions a partial refund was delivered for
         from app.points import purchases  # here: this section stays apart from the jobs'
 
         self.purchases = purchases
@@ -375,15 +377,22 @@ class LedgerWithPurchases(Ledger):
         kind = "checkout.session.completed"
         self.handle(kind, self.session_object(sid, user_id, points, paid=not konbini))
         if not konbini:
-            self.paid.add(sid)
+            self.credited(sid)
         return (sid, user_id, points)
+
+    def credited(self, sid):
+        """A paid event was handled: a full refund delivered before it (and no partial one
+        before that) is reversed by the credit itself, in its transaction."""
+        self.paid.add(sid)
+        if sid in self.full and sid not in self.partial:
+            self.refunded.add(sid)
 
     @rule(purchase=bought)
     def pay_at_the_store(self, purchase):
         sid, user_id, points = purchase
         obj = self.session_object(sid, user_id, points)
         self.handle("checkout.session.async_payment_succeeded", obj)
-        self.paid.add(sid)
+        self.credited(sid)
 
     @rule(target=Ledger.jobs, purchase=bought)
     def spend(self, purchase):
@@ -400,7 +409,9 @@ class LedgerWithPurchases(Ledger):
     def deliver_a_wrong_amount(self, purchase):
         sid, user_id, points = purchase
         obj = self.session_object(sid, user_id, points, amount=PACKS[points] + 1)
-        assert self.handle("checkout.session.completed", obj) == "mismatch"
+        # Once credited, a differing event changes nothing and raises nothing.
+        expected = "already_credited" if sid in self.paid else "mismatch"
+        assert self.handle("checkout.session.completed", obj) == expected
 
     @rule(purchase=bought, full=st.booleans())
     def refund_payment(self, purchase, full):
@@ -415,9 +426,15 @@ class LedgerWithPurchases(Ledger):
             "payment_intent": f"pi_{sid}",
             "refunded": full,
         }
+        if not full:
+            self.partial.add(sid)  # before handling: a racing credit may read it
         self.handle("charge.refunded", charge)
-        if full and sid in self.paid:
-            self.refunded.add(sid)
+        if full:
+            # Reversed now if credited, else by the credit when it lands; never after a
+            # partial refund (support settles those).
+            self.full.add(sid)
+            if sid in self.paid and sid not in self.partial:
+                self.refunded.add(sid)
 
     @rule(user=st.integers(0, USERS - 1), amount=st.sampled_from([-5, -1, 1, 3]))
     def support_adjusts(self, user, amount):

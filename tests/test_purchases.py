@@ -95,6 +95,20 @@ def session_id() -> str:
     return f"cs_test_{uuid.uuid4().hex}"
 
 
+def checkout(sql, user_id: int, points: int = 5, amount: int = 2000) -> str:
+    """Record a Checkout Session as start_checkout does once Stripe created it; its id."""
+    sid = session_id()
+    sql(
+        "INSERT INTO checkout_sessions (id, user_id, points, amount, currency)"
+        " VALUES (%(s)s, %(u)s, %(p)s, %(a)s, 'jpy')",
+        s=sid,
+        u=user_id,
+        p=points,
+        a=amount,
+    )
+    return sid
+
+
 @pytest.fixture
 def shop(live):
     """A real gunicorn taking payments."""
@@ -106,7 +120,7 @@ def shop(live):
 
 def test_good_signature_credits_the_pack_once(shop, sql):
     user = new_user(sql, 1)
-    sid = session_id()
+    sid = checkout(sql, user)
     response = deliver(shop.url, paid_event(sid, user))
     assert response.status_code == 200, response.text
     assert response.json()["outcome"] == "credited"
@@ -144,7 +158,7 @@ def test_stale_timestamp_is_refused(shop, sql):
 
 def test_the_same_event_twice_credits_once(shop, sql):
     user = new_user(sql)
-    sid = session_id()
+    sid = checkout(sql, user)
     payload = paid_event(sid, user)
     first, second = deliver(shop.url, payload), deliver(shop.url, payload)
     assert (first.json()["outcome"], second.json()["outcome"]) == ("credited", "already_credited")
@@ -159,7 +173,7 @@ def test_the_same_event_twice_credits_once(shop, sql):
 
 def test_concurrent_deliveries_credit_once(shop, sql):
     user = new_user(sql)
-    sid = session_id()
+    sid = checkout(sql, user)
     payload = paid_event(sid, user)
     barrier = threading.Barrier(8)
     outcomes = []
@@ -180,7 +194,7 @@ def test_concurrent_deliveries_credit_once(shop, sql):
 
 def test_async_payment_succeeded_after_an_unpaid_completed(shop, sql):
     user = new_user(sql)
-    sid = session_id()
+    sid = checkout(sql, user)
     unpaid = paid_event(sid, user, payment_status="unpaid")
     assert deliver(shop.url, unpaid).json()["outcome"] == "awaiting_payment"
     assert purchases(sql, user) == []
@@ -202,7 +216,7 @@ def test_a_payment_that_does_not_match_its_pack_credits_nothing(
     shop, sql, points, amount, currency
 ):
     user = new_user(sql)
-    sid = session_id()
+    sid = checkout(sql, user)
     payload = paid_event(sid, user, points=points, amount=amount, currency=currency)
     assert deliver(shop.url, payload).json()["outcome"] == "mismatch"
     assert deliver(shop.url, payload).json()["outcome"] == "mismatch"  # re-delivered
@@ -225,7 +239,7 @@ def test_other_event_types_are_ignored(shop, sql):
 
 def refund_setup(shop, sql, spent: int):
     user = new_user(sql)
-    sid = session_id()
+    sid = checkout(sql, user)
     pi = f"pi_{uuid.uuid4().hex[:20]}"
     assert deliver(shop.url, paid_event(sid, user, payment_intent=pi)).json()["outcome"] == (
         "credited"
@@ -265,7 +279,7 @@ def test_refund_of_a_fully_spent_pack_never_goes_negative(shop, sql):
 
 def test_a_partial_money_refund_leaves_the_points_to_support(shop, sql):
     user = new_user(sql)
-    sid, pi = session_id(), f"pi_{uuid.uuid4().hex[:20]}"
+    sid, pi = checkout(sql, user), f"pi_{uuid.uuid4().hex[:20]}"
     deliver(shop.url, paid_event(sid, user, payment_intent=pi))
     charge = fakestripe.refunded_charge(pi, 2000, refunded_amount=500)
     assert deliver(shop.url, fakestripe.event("charge.refunded", charge)).json()["outcome"] == (
@@ -367,7 +381,7 @@ def test_ledger_check_covers_purchases(app, sql):
 
     runner = app.test_cli_runner()
     user = new_user(sql)
-    sid = session_id()
+    sid = checkout(sql, user)
     with app.app_context():
         packs = domain.parse_packs("5:2000")
         obj = fakestripe.completed_session(sid, user, 5, 2000)
@@ -541,7 +555,7 @@ def test_purchases_and_refunds_are_counted(make_app, stripe_api, sql):
 
     before = (value("hazard_purchases_total", points="5"), value("hazard_purchased_points_total"))
     refunds = value("hazard_purchase_refunds_total", outcome="unspent")
-    sid, pi = session_id(), "pi_counted_" + uuid.uuid4().hex[:8]
+    sid, pi = checkout(sql, user), "pi_counted_" + uuid.uuid4().hex[:8]
     webhook_via(client, paid_event(sid, user, payment_intent=pi))
     webhook_via(client, paid_event(sid, user, payment_intent=pi))  # once only
     assert value("hazard_purchases_total", points="5") == before[0] + 1
@@ -627,7 +641,7 @@ def test_support_grants_and_corrects_points_shown_in_the_users_language(app, sql
 def test_purchases_show_in_the_history_in_the_readers_language(make_app, stripe_api, sql):
     app, client, _ = shop_client(make_app, stripe_api)
     user = sql("SELECT id FROM users")[0][0]
-    sid, pi = session_id(), "pi_hist_" + uuid.uuid4().hex[:8]
+    sid, pi = checkout(sql, user), "pi_hist_" + uuid.uuid4().hex[:8]
     webhook_via(client, paid_event(sid, user, payment_intent=pi))
     webhook_via(client, fakestripe.event("charge.refunded", fakestripe.refunded_charge(pi, 2000)))
     en = client.get("/points").get_data(as_text=True)
@@ -778,3 +792,223 @@ def test_a_refund_of_a_payment_never_credited_opens_one_incident(make_app, strip
         assert response.get_json()["outcome"] == "unmatched"
     assert sql("SELECT code, severity FROM incidents") == [("REFUND_UNMATCHED", "warning")]
     assert sql("SELECT count(*) FROM point_ledger WHERE kind LIKE 'purchase%%'") == [(0,)]
+
+
+# --- the review's defects (each test failed before its fix) -------------------------------
+
+
+def test_a_refund_delivered_before_its_credit_reverses_the_credit(make_app, stripe_api, sql):
+    app, client, _ = shop_client(make_app, stripe_api)
+    user = new_user(sql)
+    sid, pi = checkout(sql, user), f"pi_{uuid.uuid4().hex[:20]}"
+    refund = fakestripe.event("charge.refunded", fakestripe.refunded_charge(pi, 2000))
+    assert webhook_via(client, refund).get_json()["outcome"] == "unmatched"
+    paid = paid_event(sid, user, payment_intent=pi)
+    assert webhook_via(client, paid).get_json()["outcome"] == "credited_and_reversed"
+    assert webhook_via(client, paid).get_json()["outcome"] == "already_credited"
+    assert webhook_via(client, refund).get_json()["outcome"] == "already_reversed"
+    assert purchases(sql, user) == [("purchase", 5, sid), ("purchase_refund", -5, sid)]
+    assert balance(sql, user) == 0
+    # The unmatched refund's incident is settled by the reversal; nothing is left to do.
+    assert sql("SELECT code, resolved_at IS NOT NULL FROM incidents") == [
+        ("REFUND_UNMATCHED", True)
+    ]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_a_partial_refund_delivered_before_its_credit_is_raised_when_it_lands(
+    make_app, stripe_api, sql
+):
+    app, client, _ = shop_client(make_app, stripe_api)
+    user = new_user(sql)
+    sid, pi = checkout(sql, user), f"pi_{uuid.uuid4().hex[:20]}"
+    charge = fakestripe.refunded_charge(pi, 2000, refunded_amount=500)
+    webhook_via(client, fakestripe.event("charge.refunded", charge))
+    assert webhook_via(client, paid_event(sid, user, payment_intent=pi)).get_json()["outcome"] == (
+        "credited"
+    )
+    assert balance(sql, user) == 5  # a partial refund is support's to settle
+    assert sorted(sql("SELECT code, user_id FROM incidents")) == [
+        ("PARTIAL_REFUND", user),
+        ("REFUND_UNMATCHED", None),
+    ]
+
+
+def test_a_konbini_payment_after_a_price_change_gets_the_pack_it_was_sold(live, sql):
+    shop = live(**{**PAY, "POINT_PACKS": "1:500,5:2500"})  # the 5-pack was 2000 yen then
+    user = new_user(sql)
+    sid = checkout(sql, user, 5, 2000)
+    response = deliver(shop.url, paid_event(sid, user, points=5, amount=2000))
+    assert response.json()["outcome"] == "credited"
+    assert purchases(sql, user) == [("purchase", 5, sid)]
+    assert sql("SELECT count(*) FROM incidents") == [(0,)]
+
+
+def test_an_event_that_differs_from_its_session_credits_nothing(shop, sql):
+    buyer, other = new_user(sql), new_user(sql)
+    sid = checkout(sql, buyer, 5, 2000)
+    # Another user's id in the metadata and client_reference_id, the right amount.
+    assert deliver(shop.url, paid_event(sid, other)).json()["outcome"] == "mismatch"
+    assert deliver(shop.url, paid_event(sid, buyer, points=1, amount=2000)).json()["outcome"] == (
+        "mismatch"
+    )
+    assert purchases(sql, other) == [] and purchases(sql, buyer) == []
+    assert sql("SELECT user_id, points, status FROM checkout_sessions") == [(buyer, 5, "open")]
+    assert sql("SELECT code, user_id FROM incidents") == [("PURCHASE_MISMATCH", buyer)]
+    # The right event then credits, and the incident no longer says nothing was.
+    assert deliver(shop.url, paid_event(sid, buyer)).json()["outcome"] == "credited"
+    assert sql("SELECT resolved_at IS NOT NULL FROM incidents") == [(True,)]
+
+
+def test_a_session_we_did_not_create_is_not_credited(shop, sql):
+    user = new_user(sql)
+    sid = session_id()  # signed by Stripe, but no row of ours: what was sold is unknown
+    assert deliver(shop.url, paid_event(sid, user)).json()["outcome"] == "mismatch"
+    assert purchases(sql, user) == []
+    assert sql("SELECT count(*) FROM checkout_sessions") == [(0,)]
+    assert sql("SELECT code, payment_ref FROM incidents") == [("PURCHASE_MISMATCH", sid)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"type": "checkout.session.completed", "data": ["x"]},
+        {"type": "checkout.session.completed", "data": {"object": "cs_x"}},
+        {"type": "charge.refunded", "data": {"object": [1, 2]}},
+        {"type": "charge.refunded"},
+        {"type": ["charge.refunded"], "data": {"object": {}}},
+        {"type": "checkout.session.completed", "data": None},
+    ],
+    ids=["data-list", "object-string", "object-list", "no-data", "type-list", "data-null"],
+)
+def test_a_signed_event_without_an_object_is_answered_not_a_500(shop, sql, body):
+    import json
+
+    response = deliver(shop.url, json.dumps(body).encode())
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == "ignored"
+    assert sql("SELECT count(*) FROM point_ledger") == [(0,)]
+
+
+def test_a_signed_event_with_fields_of_the_wrong_type_is_answered(shop, sql):
+    user = new_user(sql)
+    sid = checkout(sql, user)
+    obj = fakestripe.completed_session(sid, user, 5, 2000)
+    obj["payment_intent"] = {"id": "pi_x"}
+    obj["metadata"] = ["not", "a", "dict"]
+    response = deliver(shop.url, fakestripe.event("checkout.session.completed", obj))
+    assert response.status_code == 200 and response.json()["outcome"] == "mismatch"
+    charge = {"id": 5, "payment_intent": ["pi"], "refunded": "yes", "amount": "x"}
+    response = deliver(shop.url, fakestripe.event("charge.refunded", charge))
+    assert response.status_code == 200 and response.json()["outcome"] == "unmatched"
+    assert purchases(sql, user) == []
+
+
+def test_two_partial_refunds_then_the_rest_are_left_to_support(shop, sql):
+    user, sid, _ = refund_setup(shop, sql, spent=0)
+    pi = sql("SELECT payment_intent FROM checkout_sessions WHERE id = %(s)s", s=sid)[0][0]
+
+    def refund(amount):
+        charge = fakestripe.refunded_charge(pi, 2000, refunded_amount=amount)
+        return deliver(shop.url, fakestripe.event("charge.refunded", charge)).json()["outcome"]
+
+    assert refund(500) == "partial"
+    # Support settles the first one (a correction of 1 point, say) and resolves it.
+    sql("UPDATE incidents SET resolved_at = now(), resolution = 'settled: -1'")
+    assert refund(1000) == "partial"  # a new amount: raised again
+    assert refund(1000) == "partial"  # re-delivered: once
+    assert sql("SELECT code, resolved_at IS NULL FROM incidents ORDER BY id") == [
+        ("PARTIAL_REFUND", False),
+        ("PARTIAL_REFUND", True),
+    ]
+    assert refund(2000) == "refunded_after_partial"
+    assert purchases(sql, user) == [("purchase", 5, sid)]  # nothing taken automatically
+    assert balance(sql, user) == 5
+    assert sql("SELECT code, severity FROM incidents ORDER BY id")[-1] == (
+        "REFUND_AFTER_PARTIAL",
+        "critical",
+    )
+
+
+def test_a_chargeback_opens_a_critical_incident_and_moves_no_point(shop, sql):
+    user, sid, _ = refund_setup(shop, sql, spent=0)
+    pi = sql("SELECT payment_intent FROM checkout_sessions WHERE id = %(s)s", s=sid)[0][0]
+    # A Dispute object (https://docs.stripe.com/api/disputes/object), constructed.
+    dispute = {
+        "id": "dp_" + uuid.uuid4().hex[:20],
+        "object": "dispute",
+        "amount": 2000,
+        "charge": "ch_" + uuid.uuid4().hex[:20],
+        "currency": "jpy",
+        "payment_intent": pi,
+        "reason": "fraudulent",
+        "status": "needs_response",
+    }
+    payload = fakestripe.event("charge.dispute.created", dispute)
+    assert deliver(shop.url, payload).json()["outcome"] == "disputed"
+    assert deliver(shop.url, payload).json()["outcome"] == "disputed"  # re-delivered: once
+    assert sql("SELECT code, severity, user_id FROM incidents") == [
+        ("CHARGEBACK", "critical", user)
+    ]
+    assert balance(sql, user) == 5
+
+
+def test_ledger_check_covers_what_the_review_found(app, sql):
+    import psycopg
+
+    from app.points import purchases as domain
+
+    runner = app.test_cli_runner()
+
+    def check():
+        result = runner.invoke(args=["ledger-check"])
+        return result.exit_code, result.output
+
+    user = new_user(sql)
+    sid = checkout(sql, user)
+    pi = f"pi_{uuid.uuid4().hex[:20]}"
+    with app.app_context():
+        obj = fakestripe.completed_session(sid, user, 5, 2000, payment_intent=pi)
+        assert domain.credit(obj, domain.parse_packs("5:2000")) == "credited"
+    assert check() == (0, "ledger ok\n")
+    # A session marked paid that was never credited.
+    unpaid = checkout(sql, user)
+    sql("UPDATE checkout_sessions SET status = 'paid' WHERE id = %(s)s", s=unpaid)
+    code, output = check()
+    assert code == 1 and f"{unpaid} is marked paid but was never credited" in output
+    sql("UPDATE checkout_sessions SET status = 'expired' WHERE id = %(s)s", s=unpaid)
+    # A purchase whose payment was refunded in full, with no reversal (written by hand).
+    sql(
+        "INSERT INTO payment_refunds (payment_intent, charge_id, full_refund, partial_seen)"
+        " VALUES (%(pi)s, 'ch_x', true, false)",
+        pi=pi,
+    )
+    code, output = check()
+    assert code == 1 and f"payment {pi} was refunded in full" in output
+    sql("DELETE FROM payment_refunds")
+    # An open PURCHASE_MISMATCH for a session that was credited.
+    sql(
+        "INSERT INTO incidents (scope, code, severity, detail, payment_ref)"
+        " VALUES ('payment', 'PURCHASE_MISMATCH', 'critical', 'no points credited', %(s)s)",
+        s=sid,
+    )
+    code, output = check()
+    assert code == 1 and f"Checkout Session {sid} was not credited, but it was" in output
+    sql("UPDATE incidents SET resolved_at = now()")
+    # A support row whose operator is not (or no longer) support.
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
+        " VALUES (%(u)s, 'support', 1, %(u)s, 'by hand')",
+        u=user,
+    )
+    code, output = check()
+    assert code == 1 and "not a support user" in output
+    # An empty session id is refused by the database itself.
+    for statement in (
+        "INSERT INTO point_ledger (user_id, kind, amount, checkout_session)"
+        " VALUES (%(u)s, 'purchase', 1, '')",
+        "INSERT INTO checkout_sessions (id, user_id, points, amount, currency)"
+        " VALUES ('', %(u)s, 1, 500, 'jpy')",
+    ):
+        with pytest.raises(psycopg.errors.CheckViolation):
+            sql(statement, u=user)

@@ -33,6 +33,7 @@ REFUND_REASON = "payment refunded"
 CREDITING = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
 HANDLED = (*CREDITING, "checkout.session.async_payment_failed", "checkout.session.expired")
 REFUNDED = "charge.refunded"
+DISPUTED = "charge.dispute.created"  # a chargeback: an incident, no point moves
 
 
 @dataclass(frozen=True)
@@ -134,13 +135,28 @@ def start_checkout(
     return session.url
 
 
+def _text(value: Any) -> str | None:
+    """A non-empty string from an event's field, or None (an event is parsed JSON: any type)."""
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def handle(event: dict[str, Any], packs: dict[int, Pack]) -> str:
     """Act on a verified Stripe event (parsed JSON); return what was done, for the log.
 
     Commits what it writes. Raises only on a database error, so that Stripe re-delivers.
     """
-    kind = event.get("type", "")
-    obj = (event.get("data") or {}).get("object") or {}
+    kind = event.get("type") if isinstance(event.get("type"), str) else ""
+    data = event.get("data")
+    obj = data.get("object") if isinstance(data, dict) else None
+    if not isinstance(obj, dict):
+        # Signed by Stripe, so not an attack, but nothing to act on: say so, answer 200.
+        log.warning("stripe event %r of type %r has no object; ignored", event.get("id"), kind)
+        metrics.webhook_event("other", "ignored", kind)
+        return "ignored"
     if kind in CREDITING:
         if kind == "checkout.session.completed" and obj.get("payment_status") != "paid":
             # Konbini, bank transfer: paid later, or never. async_payment_* will say.
@@ -156,69 +172,156 @@ def handle(event: dict[str, Any], packs: dict[int, Pack]) -> str:
         outcome = "expired"
     elif kind == REFUNDED:
         outcome = reverse(obj)
+    elif kind == DISPUTED:
+        outcome = dispute(obj)
     else:
         outcome = "ignored"
-    metrics.webhook_event(kind if kind in (*HANDLED, REFUNDED) else "other", outcome, kind)
+    metrics.webhook_event(
+        kind if kind in (*HANDLED, REFUNDED, DISPUTED) else "other", outcome, kind
+    )
     return outcome
 
 
+def _lock_payment(payment_intent: str | None) -> None:
+    """Serialise the credit and the reversal of one payment (until the transaction ends)."""
+    if payment_intent:
+        db.session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:pi, 0))"), {"pi": payment_intent}
+        )
+
+
 def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
-    """Credit a paid Checkout Session's pack once; open an incident if it does not match."""
-    session_id = str(obj.get("id") or "")
-    metadata = obj.get("metadata") or {}
-    try:
-        user_id, points = int(metadata["user_id"]), int(metadata["points"])
-    except (KeyError, TypeError, ValueError):
-        return _mismatch(session_id, None, f"metadata without user_id and points: {metadata}")
-    known = db.session.execute(text("SELECT 1 FROM users WHERE id = :u"), {"u": user_id}).first()
-    if known is None:  # an incident cannot name a user who is not there
-        return _mismatch(session_id, None, f"no user {user_id}")
-    pack = packs.get(points)
-    paid = (obj.get("amount_total"), obj.get("currency"))
-    if str(obj.get("client_reference_id")) != str(user_id):
-        return _mismatch(
-            session_id, user_id, f"client_reference_id {obj.get('client_reference_id')!r}"
+    """Credit a paid Checkout Session once, as recorded when it was created.
+
+    The session's row (what was offered: user, points, yen) is the contract, not today's
+    POINT_PACKS: a konbini payment settling after a price change still gets its pack. The
+    event must agree with the row, or nothing is credited and an incident opens; a session
+    we have no row for is never credited from the event's metadata alone. A refund of the
+    payment delivered before this credit (remembered in payment_refunds) is applied in the
+    same transaction: a full one reverses the pack at once, a partial one opens its incident.
+    """
+    session_id = _text(obj.get("id"))
+    if session_id is None:
+        return _mismatch(None, None, "no session id")
+    row = db.session.execute(
+        text(
+            "SELECT user_id, points, amount, currency, payment_intent"
+            " FROM checkout_sessions WHERE id = :s"
+        ),
+        {"s": session_id},
+    ).first()
+    if row is None:
+        # We did not create it (or did not record it): what was promised is unknown.
+        return _mismatch(session_id, None, "no Checkout Session of ours has this id")
+    payment_intent = row.payment_intent or _text(obj.get("payment_intent"))
+    _lock_payment(payment_intent)
+    already = db.session.execute(
+        text("SELECT 1 FROM point_ledger WHERE checkout_session = :s AND kind = 'purchase'"),
+        {"s": session_id},
+    ).first()
+    if already is None:
+        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        event = (
+            metadata.get("user_id"),
+            metadata.get("points"),
+            obj.get("client_reference_id"),
+            _int(obj.get("amount_total")),
+            obj.get("currency"),
         )
-    if pack is None or paid != (pack.yen, CURRENCY):
-        expected = f"{pack.yen} {CURRENCY}" if pack else "no such pack"
-        return _mismatch(
-            session_id,
-            user_id,
-            f"{points} points paid {paid[0]} {paid[1]}; the pack is {expected}",
-        )
+        recorded = (str(row.user_id), str(row.points), str(row.user_id), row.amount, row.currency)
+        if event != recorded:
+            return _mismatch(
+                session_id,
+                row.user_id,
+                "the event (user, points, client_reference_id, amount, currency) says"
+                f" {event}; the session was created for {recorded}",
+            )
     inserted = db.session.execute(
         text(
             "INSERT INTO point_ledger (user_id, kind, amount, checkout_session, reason)"
             " VALUES (:u, 'purchase', :n, :s, :r)"
             " ON CONFLICT (checkout_session) WHERE kind = 'purchase' DO NOTHING RETURNING id"
         ),
-        {"u": user_id, "n": pack.points, "s": session_id, "r": PURCHASE_REASON},
+        {"u": row.user_id, "n": row.points, "s": session_id, "r": PURCHASE_REASON},
     ).scalar_one_or_none()
     db.session.execute(
         text(
-            "INSERT INTO checkout_sessions"
-            " (id, user_id, points, amount, currency, status, payment_intent)"
-            " VALUES (:s, :u, :n, :a, :c, 'paid', :pi)"
-            " ON CONFLICT (id) DO UPDATE SET status = 'paid', updated_at = now(),"
-            "  payment_intent = coalesce(checkout_sessions.payment_intent, EXCLUDED.payment_intent)"
+            "UPDATE checkout_sessions SET status = 'paid', updated_at = now(),"
+            " payment_intent = coalesce(payment_intent, :pi) WHERE id = :s"
         ),
-        {
-            "s": session_id,
-            "u": user_id,
-            "n": pack.points,
-            "a": pack.yen,
-            "c": CURRENCY,
-            "pi": obj.get("payment_intent"),
-        },
+        {"s": session_id, "pi": payment_intent},
     )
+    if inserted is not None:
+        # A wrong event before this right one said "no points credited": no longer so.
+        db.session.execute(
+            text(
+                "UPDATE incidents SET resolved_at = now(),"
+                " resolution = 'settled: a matching event credited the session later'"
+                " WHERE payment_ref = :s AND code = 'PURCHASE_MISMATCH' AND resolved_at IS NULL"
+            ),
+            {"s": session_id},
+        )
+    refund = _recorded_refund(payment_intent)
+    reversed_now = False
+    if inserted is not None and refund and refund.full_refund and not refund.partial_seen:
+        reversed_now = _reverse_unspent(session_id, row.user_id, row.points, refund.charge_id)
     db.session.commit()
+    if inserted is not None:
+        metrics.purchased(session_id, row.user_id, row.points, row.amount)
+    if reversed_now:
+        metrics.purchase_reversed(session_id, row.user_id, row.points, row.points)
+    if refund is not None and (refund.partial_seen or not refund.full_refund):
+        _partial_refund_incident(
+            session_id, row.user_id, row.points, refund.amount_refunded, refund.amount
+        )
+        if refund.full_refund:
+            _full_after_partial_incident(session_id, row.user_id, row.points)
     if inserted is None:
         return "already_credited"
-    metrics.purchased(session_id, user_id, pack.points, pack.yen)
-    return "credited"
+    return "credited_and_reversed" if reversed_now else "credited"
 
 
-def _mismatch(session_id: str, user_id: int | None, detail: str) -> str:
+def _recorded_refund(payment_intent: str | None) -> Row | None:
+    if not payment_intent:
+        return None
+    return db.session.execute(
+        text(
+            "SELECT charge_id, amount, amount_refunded, full_refund, partial_seen"
+            " FROM payment_refunds WHERE payment_intent = :pi"
+        ),
+        {"pi": payment_intent},
+    ).first()
+
+
+def _reverse_unspent(session_id: str, user_id: int, points: int, charge_id: str) -> bool:
+    """Reverse a pack credited in this transaction (so unspent); settle the unmatched refund."""
+    purchase_id = db.session.execute(
+        text("SELECT id FROM point_ledger WHERE checkout_session = :s AND kind = 'purchase'"),
+        {"s": session_id},
+    ).scalar_one()
+    inserted = db.session.execute(
+        text(
+            "INSERT INTO point_ledger"
+            " (user_id, kind, amount, checkout_session, refund_of, reason)"
+            " SELECT :u, 'purchase_refund', -least(:n, point_balance), :s, :p, :r"
+            "   FROM users WHERE id = :u"
+            " ON CONFLICT (checkout_session) WHERE kind = 'purchase_refund' DO NOTHING"
+            " RETURNING amount"
+        ),
+        {"u": user_id, "n": points, "s": session_id, "p": purchase_id, "r": REFUND_REASON},
+    ).scalar_one_or_none()
+    db.session.execute(
+        text(
+            "UPDATE incidents SET resolved_at = now(),"
+            " resolution = 'settled: the payment was credited and reversed when it arrived'"
+            " WHERE payment_ref = :c AND code = 'REFUND_UNMATCHED' AND resolved_at IS NULL"
+        ),
+        {"c": charge_id},
+    )
+    return inserted is not None
+
+
+def _mismatch(session_id: str | None, user_id: int | None, detail: str) -> str:
     db.session.rollback()
     incidents.record(
         scope="payment",
@@ -227,7 +330,7 @@ def _mismatch(session_id: str, user_id: int | None, detail: str) -> str:
         job_id=None,
         user_id=user_id,
         detail=f"Checkout Session {session_id}: {detail}; no points credited",
-        payment_ref=session_id or None,
+        payment_ref=session_id,
     )
     return "mismatch"
 
@@ -241,57 +344,132 @@ def _set_status(obj: dict[str, Any], status: str, only_from: tuple[str, ...]) ->
         ),
         {
             "st": status,
-            "s": obj.get("id"),
-            "pi": obj.get("payment_intent"),
+            "s": _text(obj.get("id")),
+            "pi": _text(obj.get("payment_intent")),
             "from": list(only_from),
         },
     )
     db.session.commit()
 
 
+def _partial_refund_incident(
+    session_id: str, user_id: int, points: int, refunded: int | None, of: int | None
+) -> None:
+    # One per amount refunded so far: a second partial refund is raised again, even once
+    # support has resolved the first.
+    incidents.record(
+        scope="payment",
+        code="PARTIAL_REFUND",
+        severity="warning",
+        job_id=None,
+        user_id=user_id,
+        detail=f"Checkout Session {session_id}: {refunded} of {of} yen refunded;"
+        f" the {points} points were left as they are",
+        payment_ref=f"{session_id} refunded {refunded}",
+    )
+
+
+def _full_after_partial_incident(session_id: str, user_id: int, points: int) -> None:
+    incidents.record(
+        scope="payment",
+        code="REFUND_AFTER_PARTIAL",
+        severity="critical",
+        job_id=None,
+        user_id=user_id,
+        detail=f"Checkout Session {session_id} was refunded in full after a partial refund;"
+        f" none of its {points} points were taken back automatically (support corrections"
+        " for the partial refund may already have): settle the rest by hand",
+        payment_ref=session_id,
+    )
+
+
 def reverse(charge: dict[str, Any]) -> str:
     """Take back a refunded payment's points: all if unspent, else what is left (and an incident).
 
-    Only a full refund reverses a pack; a partial one is for support to settle. The
-    user's row is locked first, so a consume cannot slip between reading the balance
-    and taking from it, and the balance never goes below zero.
+    Every refund is remembered by its payment first, so a credit that lands later (or is
+    being written now: both hold the payment's lock) reverses itself. Only a full refund
+    reverses a pack, and only if no partial refund came before it; a partial one is for
+    support to settle. The user's row is locked first, so a consume cannot slip between
+    reading the balance and taking from it, and the balance never goes below zero.
     """
-    purchase = db.session.execute(
-        text(
-            "SELECT l.id, l.user_id, l.amount, l.checkout_session FROM point_ledger l"
-            " JOIN checkout_sessions c ON c.id = l.checkout_session"
-            " WHERE l.kind = 'purchase' AND c.payment_intent = :pi"
-        ),
-        {"pi": charge.get("payment_intent")},
-    ).first()
-    if purchase is None:
-        db.session.rollback()
+    payment_intent = _text(charge.get("payment_intent"))
+    charge_id = _text(charge.get("id")) or ""
+    full = charge.get("refunded") is True
+    if payment_intent is None:
         incidents.record(
             scope="payment",
             code="REFUND_UNMATCHED",
             severity="warning",
             job_id=None,
             user_id=None,
-            detail=f"charge {charge.get('id')} (payment {charge.get('payment_intent')}) was"
-            " refunded, but no credited purchase has that payment (yet: if one is credited"
-            " later, take its points back with a correction)",
-            payment_ref=str(charge.get("id")),
+            detail=f"charge {charge_id} was refunded, but names no payment",
+            payment_ref=charge_id or None,
         )
         return "unmatched"
-    if not charge.get("refunded"):
-        db.session.rollback()
+    _lock_payment(payment_intent)
+    db.session.execute(
+        text(
+            "INSERT INTO payment_refunds"
+            " (payment_intent, charge_id, amount, amount_refunded, full_refund, partial_seen)"
+            " VALUES (:pi, :c, :a, :r, :full, NOT :full)"
+            " ON CONFLICT (payment_intent) DO UPDATE SET updated_at = now(),"
+            "  amount_refunded = greatest(payment_refunds.amount_refunded,"
+            "                             EXCLUDED.amount_refunded),"
+            "  full_refund = payment_refunds.full_refund OR EXCLUDED.full_refund,"
+            "  partial_seen = payment_refunds.partial_seen OR EXCLUDED.partial_seen"
+        ),
+        {
+            "pi": payment_intent,
+            "c": charge_id,
+            "a": _int(charge.get("amount")),
+            "r": _int(charge.get("amount_refunded")),
+            "full": full,
+        },
+    )
+    purchase = db.session.execute(
+        text(
+            "SELECT l.id, l.user_id, l.amount, l.checkout_session FROM point_ledger l"
+            " JOIN checkout_sessions c ON c.id = l.checkout_session"
+            " WHERE l.kind = 'purchase' AND c.payment_intent = :pi"
+        ),
+        {"pi": payment_intent},
+    ).first()
+    if purchase is None:
+        db.session.commit()  # remembered: the credit, if it comes, reads it
         incidents.record(
             scope="payment",
-            code="PARTIAL_REFUND",
+            code="REFUND_UNMATCHED",
             severity="warning",
             job_id=None,
-            user_id=purchase.user_id,
-            detail=f"Checkout Session {purchase.checkout_session}:"
-            f" {charge.get('amount_refunded')} of {charge.get('amount')} yen refunded;"
-            f" the {purchase.amount} points were left as they are",
-            payment_ref=purchase.checkout_session,
+            user_id=None,
+            detail=f"charge {charge_id} (payment {payment_intent}) was refunded, but no"
+            " credited purchase has that payment yet; if one is credited later, a full"
+            " refund is reversed then, a partial one raised",
+            payment_ref=charge_id or None,
         )
-        return "partial"
+        return "unmatched"
+    partial_before = db.session.execute(
+        text(
+            "SELECT partial_seen OR EXISTS (SELECT 1 FROM incidents"
+            "   WHERE code = 'PARTIAL_REFUND'"
+            "     AND (payment_ref = :s OR starts_with(payment_ref, :s || ' ')))"
+            " FROM payment_refunds WHERE payment_intent = :pi"
+        ),
+        {"pi": payment_intent, "s": purchase.checkout_session},
+    ).scalar_one()
+    if not full or partial_before:
+        db.session.commit()
+        if not full:
+            _partial_refund_incident(
+                purchase.checkout_session,
+                purchase.user_id,
+                purchase.amount,
+                _int(charge.get("amount_refunded")),
+                _int(charge.get("amount")),
+            )
+            return "partial"
+        _full_after_partial_incident(purchase.checkout_session, purchase.user_id, purchase.amount)
+        return "refunded_after_partial"
     balance = db.session.execute(
         text("SELECT point_balance FROM users WHERE id = :u FOR UPDATE"), {"u": purchase.user_id}
     ).scalar_one()
@@ -337,6 +515,29 @@ def reverse(charge: dict[str, Any]) -> str:
             payment_ref=purchase.checkout_session,
         )
     return "reversed" if inserted is not None else "already_reversed"
+
+
+def dispute(obj: dict[str, Any]) -> str:
+    """A chargeback: the bank took the money back. Support decides; no point moves here."""
+    payment_intent = _text(obj.get("payment_intent"))
+    owner = db.session.execute(
+        text("SELECT id, user_id FROM checkout_sessions WHERE payment_intent = :pi"),
+        {"pi": payment_intent},
+    ).first()
+    db.session.rollback()
+    dispute_id = _text(obj.get("id"))
+    incidents.record(
+        scope="payment",
+        code="CHARGEBACK",
+        severity="critical",
+        job_id=None,
+        user_id=owner.user_id if owner else None,
+        detail=f"dispute {dispute_id} ({obj.get('reason')!r}) on charge {obj.get('charge')}"
+        f" (payment {payment_intent}, Checkout Session {owner.id if owner else None}) for"
+        f" {obj.get('amount')} yen: answer it in Stripe; no points were moved",
+        payment_ref=dispute_id,
+    )
+    return "disputed"
 
 
 def session_state(session_id: str, user_id: int) -> Row | None:
@@ -395,4 +596,52 @@ def violations() -> list[str]:
             f"purchase refund {r.id} ({r.checkout_session}) took back {-r.amount} of"
             f" {r.credited} points without an incident"
         )
+    for (sid,) in db.session.execute(
+        text(
+            "SELECT c.id FROM checkout_sessions c WHERE c.status = 'paid' AND NOT EXISTS"
+            " (SELECT 1 FROM point_ledger p WHERE p.checkout_session = c.id"
+            "   AND p.kind = 'purchase')"
+        )
+    ):
+        problems.append(f"Checkout Session {sid} is marked paid but was never credited")
+    for r in db.session.execute(
+        text(
+            "SELECT p.id, p.checkout_session, c.payment_intent FROM point_ledger p"
+            " JOIN checkout_sessions c ON c.id = p.checkout_session"
+            " JOIN payment_refunds f ON f.payment_intent = c.payment_intent"
+            " WHERE p.kind = 'purchase' AND f.full_refund AND NOT EXISTS"
+            "  (SELECT 1 FROM point_ledger r WHERE r.checkout_session = p.checkout_session"
+            "    AND r.kind = 'purchase_refund')"
+            " AND NOT EXISTS (SELECT 1 FROM incidents i WHERE i.code = 'REFUND_AFTER_PARTIAL'"
+            "    AND i.payment_ref = p.checkout_session)"
+        )
+    ):
+        problems.append(
+            f"purchase {r.id} ({r.checkout_session}): payment {r.payment_intent} was refunded"
+            " in full, but the points were not reversed and no incident says why"
+        )
+    for r in db.session.execute(
+        text(
+            "SELECT i.id, i.payment_ref FROM incidents i WHERE i.code = 'PURCHASE_MISMATCH'"
+            " AND i.resolved_at IS NULL AND EXISTS (SELECT 1 FROM point_ledger p"
+            "   WHERE p.kind = 'purchase' AND p.checkout_session = i.payment_ref)"
+        )
+    ):
+        problems.append(
+            f"incident {r.id} says Checkout Session {r.payment_ref} was not credited, but it was"
+        )
+    for r in db.session.execute(
+        text(
+            "SELECT l.id, l.operator_id FROM point_ledger l JOIN users o ON o.id = l.operator_id"
+            " WHERE l.kind = 'support' AND o.role <> 'support'"
+        )
+    ):
+        problems.append(f"support row {r.id} names operator {r.operator_id}, not a support user")
+    for (row_id,) in db.session.execute(
+        text(
+            "SELECT 'ledger row ' || id FROM point_ledger WHERE checkout_session = ''"
+            " UNION ALL SELECT 'a Checkout Session row' FROM checkout_sessions WHERE id = ''"
+        )
+    ):
+        problems.append(f"{row_id} has an empty Checkout Session id")
     return problems
