@@ -587,6 +587,7 @@ def test_support_grants_and_corrects_points_shown_in_the_users_language(app, sql
     token = csrf_token(support.get("/support").get_data(as_text=True))
 
     def adjust(amount, reason="goodwill for the outage"):
+        page = support.get("/support").get_data(as_text=True)
         return support.post(
             "/support/points",
             data={
@@ -594,6 +595,7 @@ def test_support_grants_and_corrects_points_shown_in_the_users_language(app, sql
                 "amount": amount,
                 "reason": reason,
                 "csrf_token": token,
+                "nonce": re.search(r'name="nonce"[^>]*value="([0-9a-f]+)"', page).group(1),
             },
         )
 
@@ -1012,3 +1014,33 @@ def test_ledger_check_covers_what_the_review_found(app, sql):
     ):
         with pytest.raises(psycopg.errors.CheckViolation):
             sql(statement, u=user)
+
+
+def test_a_support_grant_submitted_twice_is_recorded_once(app, sql):
+    user_client = app.test_client()
+    Actions(user_client).signup("twice@example.com")
+    support = support_client(app, sql)
+    html = support.get("/support").get_data(as_text=True)
+    nonce = re.search(r'name="nonce"[^>]*value="([0-9a-f]+)"', html)
+    assert nonce, "the form carries a one-time value"
+    data = {
+        "email": "twice@example.com",
+        "amount": "2",
+        "reason": "goodwill",
+        "csrf_token": csrf_token(html),
+        "nonce": nonce.group(1),
+    }
+    assert support.post("/support/points", data=data).status_code == 303
+    again = support.post("/support/points", data=data, follow_redirects=True)
+    assert again.status_code == 200
+    assert "already recorded" in again.get_data(as_text=True)
+    assert sql("SELECT amount FROM point_ledger WHERE kind = 'support'") == [(2,)]
+    # Without the one-time value nothing is written.
+    assert support.post("/support/points", data={**data, "nonce": ""}).status_code == 400
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'support'") == [(1,)]
+    # A new page, a new value: a second grant on purpose is recorded.
+    html = support.get("/support").get_data(as_text=True)
+    fresh = re.search(r'name="nonce"[^>]*value="([0-9a-f]+)"', html).group(1)
+    assert fresh != nonce.group(1)
+    assert support.post("/support/points", data={**data, "nonce": fresh}).status_code == 303
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'support'") == [(2,)]

@@ -9,28 +9,42 @@ from ..extensions import db
 from .ledger import NONNEGATIVE, InsufficientPoints
 
 
-def adjust(user_id: int, amount: int, operator_id: int, reason: str) -> int:
+class AlreadyApplied(Exception):
+    """This operator's form (its nonce) was already recorded: a double submit."""
+
+
+def adjust(
+    user_id: int, amount: int, operator_id: int, reason: str, nonce: str | None = None
+) -> int:
     """Add (or, negative, take back) points as a `support` ledger row; return the new balance.
 
     Commits. Raises InsufficientPoints, writing nothing, when a correction would take the
-    balance below zero; ValueError for a zero amount or an empty reason.
+    balance below zero; ValueError for a zero amount or an empty reason; AlreadyApplied,
+    writing nothing, when the operator's nonce (the console form's one-time value) was
+    used already (unique per operator: migrations/versions/i27_fix.py).
     """
     if amount == 0 or not reason.strip():
         raise ValueError("a support adjustment needs a non-zero amount and a reason")
     try:
-        db.session.execute(
+        written = db.session.execute(
             text(
-                "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
-                " VALUES (:u, 'support', :n, :op, :r)"
+                "INSERT INTO point_ledger"
+                " (user_id, kind, amount, operator_id, reason, support_nonce)"
+                " VALUES (:u, 'support', :n, :op, :r, :nonce)"
+                " ON CONFLICT (operator_id, support_nonce) WHERE support_nonce IS NOT NULL"
+                " DO NOTHING RETURNING id"
             ),
-            {"u": user_id, "n": amount, "op": operator_id, "r": reason.strip()},
-        )
+            {"u": user_id, "n": amount, "op": operator_id, "r": reason.strip(), "nonce": nonce},
+        ).scalar_one_or_none()
     except IntegrityError as exc:
         db.session.rollback()
         orig = exc.orig
         if isinstance(orig, CheckViolation) and orig.diag.constraint_name == NONNEGATIVE:
             raise InsufficientPoints("the correction would take the balance below zero") from exc
         raise
+    if written is None:
+        db.session.rollback()
+        raise AlreadyApplied(nonce)
     balance = db.session.execute(
         text("SELECT point_balance FROM users WHERE id = :u"), {"u": user_id}
     ).scalar_one()

@@ -1,5 +1,7 @@
 """The forms; Flask-WTF adds the CSRF token to every one."""
 
+import uuid
+
 from flask import request
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
@@ -151,4 +153,12 @@ class AdjustPointsForm(ReasonForm):
             NumberRange(-10000, 10000, message=_l("Give between -10,000 and 10,000 points.")),
             nonzero,
         ],
+    )
+    # One value per page served: a second submit of the same page records nothing.
+    nonce = HiddenField(
+        validators=[
+            DataRequired(_l("Reload the page: this form has expired.")),
+            Length(max=64),
+        ],
+        default=lambda: uuid.uuid4().hex,
     )

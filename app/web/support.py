@@ -1,5 +1,6 @@
 """The support console: open incidents, and settling the points they are about."""
 
+import uuid
 from functools import wraps
 
 from flask import Blueprint, abort, flash, redirect, render_template, url_for
@@ -48,13 +49,21 @@ def adjust_points():
     """Grant points to a user, or take some back, as a row naming this operator and why."""
     form = AdjustPointsForm()
     if not form.validate_on_submit():
+        for error in form.nonce.errors:  # a hidden field: said at the top, and a fresh one
+            flash(str(error), "error")
+            form.nonce.data = uuid.uuid4().hex
         return index(form, 400)
     user = accounts.find_by_email(form.email.data)
     if user is None:
         form.email.errors.append(_("No user has this email address."))
         return index(form, 400)
     try:
-        balance = grants.adjust(user.id, form.amount.data, current_user.id, form.reason.data)
+        balance = grants.adjust(
+            user.id, form.amount.data, current_user.id, form.reason.data, form.nonce.data
+        )
+    except grants.AlreadyApplied:
+        flash(_("This change was already recorded: nothing was changed again."), "info")
+        return redirect(url_for(".index"), 303)
     except ledger.InsufficientPoints:
         form.amount.errors.append(_("That would take the balance below zero: nothing was changed."))
         return index(form, 409)
