@@ -14,7 +14,7 @@ import requests
 from prometheus_client import REGISTRY
 
 from tests import fakestripe
-from tests.conftest import Actions, csrf_token
+from tests.conftest import Actions, csrf_token, wait_for
 
 SECRET = "whsec_test_constructed"
 PAY = {
@@ -816,6 +816,37 @@ def test_a_refund_delivered_before_its_credit_reverses_the_credit(make_app, stri
         ("REFUND_UNMATCHED", True)
     ]
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_a_refund_while_its_credit_is_uncommitted_waits_and_reverses_it(live, sql):
+    # The credit pauses (a configured failpoint) after writing, before committing.
+    shop = live(**PAY, FAILPOINTS="before_credit_commit=sleep:2")
+    user = new_user(sql)
+    sid, pi = checkout(sql, user), f"pi_{uuid.uuid4().hex[:20]}"
+    outcomes = {}
+
+    def pay():
+        outcomes["paid"] = deliver(shop.url, paid_event(sid, user, payment_intent=pi)).json()
+
+    payer = threading.Thread(target=pay)
+    payer.start()
+    # The credit has written its purchase row and waits, in its open transaction.
+    wait_for(
+        lambda: sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state = 'idle in transaction' AND query LIKE '%%FROM payment_refunds%%'"
+        )[0][0]
+        == 1
+    )
+    refund = fakestripe.event("charge.refunded", fakestripe.refunded_charge(pi, 2000))
+    outcomes["refund"] = deliver(shop.url, refund).json()
+    payer.join(30)
+    assert (outcomes["paid"]["outcome"], outcomes["refund"]["outcome"]) == (
+        "credited",
+        "reversed",
+    )
+    assert purchases(sql, user) == [("purchase", 5, sid), ("purchase_refund", -5, sid)]
+    assert balance(sql, user) == 0
 
 
 def test_a_partial_refund_delivered_before_its_credit_is_raised_when_it_lands(

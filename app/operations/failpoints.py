@@ -1,4 +1,4 @@
-"""Named fault-injection points in the job path, inert unless FAILPOINTS names them.
+"""Named fault-injection points in the job and payment paths, inert unless FAILPOINTS names them.
 
 FAILPOINTS is a comma-separated list of name=action, where action is `kill`
 (SIGKILL this process), `raise` (raise FailpointError) or `sleep:SECONDS`.
@@ -21,6 +21,7 @@ NAMES = frozenset(
         "after_reap",
         "before_refund",
         "consume_lookup",
+        "before_credit_commit",  # a purchase's credit written, not yet committed
     }
 )
 

@@ -21,7 +21,7 @@ import stripe
 from sqlalchemy import Row, text
 
 from ..extensions import db
-from ..operations import metrics
+from ..operations import failpoints, metrics
 from . import incidents
 
 log = logging.getLogger(__name__)
@@ -265,6 +265,7 @@ def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
     reversed_now = False
     if inserted is not None and refund and refund.full_refund and not refund.partial_seen:
         reversed_now = _reverse_unspent(session_id, row.user_id, row.points, refund.charge_id)
+    failpoints.hit("before_credit_commit")
     db.session.commit()
     if inserted is not None:
         metrics.purchased(session_id, row.user_id, row.points, row.amount)
