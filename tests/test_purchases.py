@@ -832,11 +832,13 @@ def test_a_refund_while_its_credit_is_uncommitted_waits_and_reverses_it(live, sq
     payer.start()
     # The credit has written its purchase row and waits, in its open transaction.
     wait_for(
-        lambda: sql(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND state = 'idle in transaction' AND query LIKE '%%FROM payment_refunds%%'"
-        )[0][0]
-        == 1
+        lambda: (
+            sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND state = 'idle in transaction' AND query LIKE '%%FROM payment_refunds%%'"
+            )[0][0]
+            == 1
+        )
     )
     refund = fakestripe.event("charge.refunded", fakestripe.refunded_charge(pi, 2000))
     outcomes["refund"] = deliver(shop.url, refund).json()
