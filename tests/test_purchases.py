@@ -869,6 +869,24 @@ def test_a_partial_refund_delivered_before_its_credit_is_raised_when_it_lands(
     ]
 
 
+def test_partial_then_full_refunds_before_the_credit_leave_the_pack_to_support(
+    make_app, stripe_api, sql
+):
+    app, client, _ = shop_client(make_app, stripe_api)
+    user = new_user(sql)
+    sid, pi = checkout(sql, user), f"pi_{uuid.uuid4().hex[:20]}"
+    for refunded in (500, 2000):
+        charge = fakestripe.refunded_charge(pi, 2000, refunded_amount=refunded)
+        webhook_via(client, fakestripe.event("charge.refunded", charge))
+    outcome = webhook_via(client, paid_event(sid, user, payment_intent=pi)).get_json()
+    assert outcome["outcome"] == "credited"
+    assert purchases(sql, user) == [("purchase", 5, sid)]
+    assert sql("SELECT code FROM incidents WHERE payment_ref = %(s)s", s=sid) == [
+        ("REFUND_AFTER_PARTIAL",)
+    ]
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
 def test_a_konbini_payment_after_a_price_change_gets_the_pack_it_was_sold(live, sql):
     shop = live(**{**PAY, "POINT_PACKS": "1:500,5:2500"})  # the 5-pack was 2000 yen then
     user = new_user(sql)

@@ -271,12 +271,12 @@ def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
         metrics.purchased(session_id, row.user_id, row.points, row.amount)
     if reversed_now:
         metrics.purchase_reversed(session_id, row.user_id, row.points, row.points)
-    if refund is not None and (refund.partial_seen or not refund.full_refund):
+    if refund is not None and refund.full_refund and refund.partial_seen:
+        _full_after_partial_incident(session_id, row.user_id, row.points)
+    elif refund is not None and not refund.full_refund:
         _partial_refund_incident(
             session_id, row.user_id, row.points, refund.amount_refunded, refund.amount
         )
-        if refund.full_refund:
-            _full_after_partial_incident(session_id, row.user_id, row.points)
     if inserted is None:
         return "already_credited"
     return "credited_and_reversed" if reversed_now else "credited"
