@@ -111,7 +111,7 @@ def test_two_jobs_for_one_place_share_each_call(sapporo) -> None:
 
 # The demo's Sapporo, pinned: a field or hash that varied between processes changes these.
 PINNED_LEVELS = [5, 2, 3, 3, 5]
-PINNED_SCORE = 69
+PINNED_SCORE = 80  # the weighted mean, 69, raised to level 5's band
 PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concern is flood"
 
 

@@ -135,8 +135,9 @@ def test_the_headline_never_reads_milder_than_the_worst_layer():
                 for layer in analysis.LAYERS
             ]
             report = analysis.describe(area, lang, scored)
-            assert report["score"] < 40  # the weighted mean alone would say "low"
-            assert report["score_label"] == analysis.LABELS[lang][3]  # "High"
+            # The weighted mean alone (24) would say "low": the worst layer's band holds it.
+            assert report["score"] == 80
+            assert report["score_label"] == analysis.LABELS[lang][4]  # "Very high"
             worst = "landslide" if lang == "en" else "土砂災害"
             assert worst in report["narrative"].split("。")[0].split(".")[0]
 
@@ -148,9 +149,12 @@ def test_the_report_leads_with_the_worst_layer_and_explains_itself(make_app, sql
     report = sql("SELECT result FROM assessment_jobs")[0][0]
     worst = max(report["layers"], key=lambda row: row["index"])
     levels = ["Very low", "Low", "Moderate", "High", "Very high"]
-    assert levels.index(report["score_label"]) >= worst["level"] - 2
+    assert levels.index(report["score_label"]) == worst["level"] - 1
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
-    assert "Greatest hazard:" in page and f"<strong>{worst['name']}</strong>" in page
+    assert "Greatest hazard" in page and worst["name"] in page
+    # The rule sits beside the score, not folded away.
+    rule = re.search(r'<p class="report-rule" data-rule>([^<]*)</p>', page)[1]
+    assert rule.startswith("The overall level is the worst layer")
     assert "How the levels are scored" in page
     assert "upstream requests" not in page and "joined in-flight" not in page
     assert "Share of the area in a zone (%)" in page

@@ -5,10 +5,9 @@ place's outline (shares of the area per legend class); liquefaction the landform
 the 250 m meshes inside it; seismic J-SHIS's 30-year probability of strong shaking there.
 Each layer's level, 1 (very low) to 5 (very high), follows from those shares by the rules
 below (SIGNIFICANT, DEPTH_LEVEL, the landslide, liquefaction and shaking rules); its index
-is the middle of that level's fifth of 0 to 1. The overall score, 0 to 100, is the
-weighted mean of the indexes times 100: higher means more hazard. The overall level is
-the score's level, raised to one below the worst layer's level when that is higher: a
-mean must not hide one very high hazard behind a mild word. Everything here is
+is the middle of that level's fifth of 0 to 1. The overall level is the
+worst layer's, and the score, 0 to 100, lies in that level's band (see headline.py): the
+score, its label and the worst layer agree by construction. Everything here is
 deterministic, so the same inputs always give the same report.
 """
 
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .area import Area
+from .headline import band, headline
 
 LABELS = {
     "en": ("Very low", "Low", "Moderate", "High", "Very high"),
@@ -329,25 +329,32 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
                 **{k: row[k] for k in DETAILS if k in row},
             }
         )
-    # A layer not read (its data's terms forbid the use here) is left out of the score.
-    read = [
-        (layer, row) for layer, row in zip(LAYERS, layers, strict=True) if row.get("mapped", True)
-    ]
-    weighted = sum(layer.weight * row["index"] for layer, row in read)
-    score = round(100 * weighted / (sum(layer.weight for layer, _ in read) or 1))
-    score_label = LABELS[lang][overall_level(score, layers) - 1]
+    # A layer not read (its data's terms forbid the use here) is left out of the headline.
+    read = [row for row in layers if row.get("mapped", True)] or layers
+    head = headline(read, WEIGHTS)
+    score_label = LABELS[lang][head.level - 1]
     return {
         "layers": layers,
-        "score": score,
+        "score": head.score,
         "score_label": score_label,
-        "narrative": narrative(area, lang, score, score_label, [r for _, r in read] or layers),
+        "level": head.level,
+        "band": list(band(head.level)),
+        "worst": list(head.worst),
+        "least": list(head.least),
+        "narrative": narrative(area, lang, head.score, score_label, read),
     }
 
 
-def overall_level(score: int, layers: Sequence[Mapping[str, Any]]) -> int:
-    """Return the overall level: the score's, but never milder than the worst layer allows."""
-    worst = max(row["level"] for row in layers)
-    return max(level_of(score / 100), worst - 1)
+WEIGHTS = {layer.key: layer.weight for layer in LAYERS}
+
+
+def names_of(layers: Sequence[Mapping[str, Any]], keys: Sequence[str], lang: str) -> str:
+    """Name the layers with these keys together, as the language lists them."""
+    names = [row["name"] if lang == "ja" else row["name"].lower() for row in layers
+             if row["key"] in keys]  # fmt: skip
+    if lang == "ja":
+        return "・".join(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def translate(report: Mapping[str, Any], lang: str) -> dict[str, Any]:
@@ -359,34 +366,50 @@ def translate(report: Mapping[str, Any], lang: str) -> dict[str, Any]:
 def narrative(
     area: Area, lang: str, score: int, score_label: str, layers: Sequence[Mapping[str, Any]]
 ) -> str:
-    """Return two or three plain sentences about the score and the extreme layers."""
-    top = max(layers, key=lambda row: row["index"])  # the first of equals, so stable
-    low = min(layers, key=lambda row: row["index"])
+    """Return two or three plain sentences about the score and the extreme layers.
+
+    Layers tied at the worst (or the mildest) level are named together, in report order.
+    """
+    head = headline(layers, WEIGHTS)
+    top = next(row for row in layers if row["key"] == head.worst[0])
+    low = next(row for row in layers if row["key"] == head.least[0])
+    worst, least = names_of(layers, head.worst, lang), names_of(layers, head.least, lang)
+    several = len(head.worst) > 1
     advice = top["level"] >= 4
     if lang == "ja":
-        text = (
-            f"{area.prefecture_ja}{area.name_ja}で最も注意が必要なのは{top['name']}"
-            f"（レベル{top['level']}：{top['label']}）です。"
-            f"総合ハザードスコアは100点中{score}点（{score_label}）です。"
-        )
+        both = "いずれも" if several else ""
+        scored = f"総合ハザードスコアは100点中{score}点（{score_label}）です。"
         if top["level"] == low["level"]:
-            text += f"すべての項目がレベル{top['level']}（{top['label']}）です。"
+            text = (
+                f"{area.prefecture_ja}{area.name_ja}では、すべての項目が同じ"
+                f"レベル{top['level']}（{top['label']}）です。{scored}"
+            )
         else:
-            text += f"最も低いのは{low['name']}（レベル{low['level']}：{low['label']}）です。"
+            text = (
+                f"{area.prefecture_ja}{area.name_ja}で最も注意が必要なのは{worst}"
+                f"（{both}レベル{top['level']}：{top['label']}）です。{scored}"
+            )
+            both = "いずれも" if len(head.least) > 1 else ""
+            text += f"最も低いのは{least}（{both}レベル{low['level']}：{low['label']}）です。"
         if advice:
             return text + "お住まいの市区町村の公式ハザードマップと避難計画も確認してください。"
         return text + "高いレベルの項目はありません。"
-    text = (
-        f"In {area.name_romaji}, {area.prefecture_romaji} the greatest concern is "
-        f"{top['name'].lower()} (level {top['level']}, {top['label'].lower()}). "
-        f"The overall hazard score is {score} out of 100 ({score_label.lower()}). "
-    )
+    concern = "the greatest concerns are" if several else "the greatest concern is"
+    each = "each " if several else ""
+    place = f"{area.name_romaji}, {area.prefecture_romaji}"
+    scored = f"The overall hazard score is {score} out of 100 ({score_label.lower()}). "
     if top["level"] == low["level"]:
-        text += f"Every layer is at level {top['level']} ({top['label'].lower()}). "
-    else:
-        text += (
-            f"The least is {low['name'].lower()} (level {low['level']}, {low['label'].lower()}). "
+        text = (
+            f"In {place} every layer is at the same level, "
+            f"{top['level']} ({top['label'].lower()}). {scored}"
         )
+    else:
+        text = (
+            f"In {place} {concern} {worst} "
+            f"({each}level {top['level']}, {top['label'].lower()}). {scored}"
+        )
+        are, each = ("are", "each ") if len(head.least) > 1 else ("is", "")
+        text += f"The least {are} {least} ({each}level {low['level']}, {low['label'].lower()}). "
     if advice:
         return text + "Check the municipality's official hazard map and evacuation plan."
     return text + "No layer reaches a high level."

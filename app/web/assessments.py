@@ -116,9 +116,7 @@ def show(job_id: str):
     job = _own_job(job_id, current_user.id)
     report = views.result(job.id, current_user.id) if job.status == "succeeded" else None
     # The other language is the same figures in other words: re-written, never charged.
-    lang = request.args.get("lang")
-    if report and lang in analysis.LANGS and lang != report["lang"]:
-        report = analysis.translate(report, lang)
+    report = _written(report, request.args.get("lang"))
     # The top bar shows the balance read with the job, so the two always agree.
     return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
 
@@ -174,7 +172,7 @@ def status(job_id: str):
     # The report arrives out of band once, with the fragment that stops the polling.
     report = None
     if job.status == "succeeded" and request.headers.get("HX-Request"):
-        report = views.result(job.id, user_id)
+        report = _written(views.result(job.id, user_id))
     # Rendered without Flask's context processors: Flask-Login's loads the user row to
     # offer current_user, which cost a quarter of the worker's time under polling.
     app = current_app._get_current_object()
@@ -188,6 +186,16 @@ def status(job_id: str):
         return "", 304, headers
     fragment = app.jinja_env.get_template(poll.FRAGMENT)
     return fragment.render(job=job, report=report, oob=True, config=app.config), headers
+
+
+def _written(report: dict | None, lang: str | None = None) -> dict | None:
+    """Write a stored report's words from its figures, in lang if one of ours (no fetch).
+
+    A report stored before the headline rule changed reads as every other does now.
+    """
+    if report is None:
+        return None
+    return analysis.translate(report, lang if lang in analysis.LANGS else report["lang"])
 
 
 def _own_job(raw_id: str, user_id: int, generation: int | None = None) -> views.JobView:
