@@ -12,7 +12,8 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from ..assessment.analysis import LAYERS, Layer
+from ..assessment.analysis import LAYERS, WEIGHTS, Layer
+from ..assessment.headline import headline
 from ..assessment.work import ANALYSING_STEP, LAYERS_STEP
 from ..extensions import db
 from ..operations import failpoints
@@ -42,6 +43,7 @@ class JobView:
     elapsed: float
     balance: int  # the owner's balance, for the page's top bar
     version: str = ""  # the row but for the clock (see row_version): the fragment's ETag
+    error_code: str | None = None  # why it failed: CANCELLED is the user's own cancel
 
     @property
     def layers(self) -> list[tuple[Layer, bool]]:
@@ -53,6 +55,11 @@ class JobView:
         else:
             done = set()
         return [(layer, layer.key in done) for layer in LAYERS]
+
+    @property
+    def outcome(self) -> str:
+        """Return the status as the reader sees it: a user's own cancel is "cancelled"."""
+        return outcome_of(self.status, self.error_code)
 
     @property
     def fetching(self) -> bool:
@@ -85,8 +92,21 @@ WITH_CONSUME = (
     " FROM assessment_jobs j LEFT JOIN point_ledger c ON c.job_id = j.id AND c.kind = 'consume'"
 )
 
+
+def outcome_of(status: str, error_code: str | None) -> str:
+    """Return a job's outcome: its status, except a cancel, which is its own outcome.
+
+    The row keeps status 'failed' (the ledger's rules and the fragment's data-status read
+    it); only what the reader is shown, and what is counted, tells a cancel apart.
+    """
+    return "cancelled" if status == "failed" and error_code == transitions.CANCELLED else status
+
+
+OUTCOMES = ("pending", "running", "succeeded", "failed", "cancelled")
+
 VIEW_SQL = text(
-    "SELECT j.id, j.status, j.message, j.step, j.progress, j.query_text, j.lang, j.area,"
+    "SELECT j.id, j.status, j.error_code, j.message, j.step, j.progress, j.query_text,"
+    " j.lang, j.area,"
     " u.point_balance AS balance,"
     " extract(epoch FROM coalesce(j.finished_at, now())"
     "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
@@ -180,6 +200,7 @@ def _as_view(row: Any) -> JobView:
         late=row.late,
         message=row.message,
         step=row.step,
+        error_code=row.error_code,
         progress=row.progress,
         query_text=row.query_text,
         lang=row.lang,
@@ -232,22 +253,43 @@ def finished_reports(user_id: int, area_code: str) -> list[Any]:
     ).all()
 
 
-def history(user_id: int, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-    """Return the user's jobs, newest first, with what each cost."""
+# The history's outcome filter, as SQL on the row (a cancel is a failed row, CANCELLED).
+OUTCOME_SQL = {
+    None: "TRUE",
+    "pending": "j.status = 'pending'",
+    "running": "j.status = 'running'",
+    "succeeded": "j.status = 'succeeded'",
+    "failed": f"j.status = 'failed' AND j.error_code IS DISTINCT FROM '{transitions.CANCELLED}'",
+    "cancelled": f"j.status = 'failed' AND j.error_code = '{transitions.CANCELLED}'",
+}
+
+
+def history(
+    user_id: int, limit: int = 100, offset: int = 0, outcome: str | None = None
+) -> list[dict[str, Any]]:
+    """Return the user's jobs, newest first, with what each cost; only one outcome if given."""
     rows = db.session.execute(
         text(
-            "SELECT j.id, j.status, j.query_text, j.lang, j.area, j.created_at,"
+            "SELECT j.id, j.status, j.error_code, j.query_text, j.lang, j.area, j.created_at,"
+            # The headline of a kept report, so places can be compared down the list.
+            " j.result->'layers' AS layers,"
             f"{BILLING_COLUMNS}{WITH_CONSUME}"
-            " WHERE j.user_id = :u ORDER BY j.created_at DESC, j.id DESC LIMIT :n OFFSET :o"
+            f" WHERE j.user_id = :u AND {OUTCOME_SQL[outcome]}"
+            " ORDER BY j.created_at DESC, j.id DESC LIMIT :n OFFSET :o"
         ),
         {"u": user_id, "n": limit, "o": offset},
     ).all()
+    by_key = {layer.key: layer for layer in LAYERS}
+    heads = [headline(row.layers, WEIGHTS) if row.layers else None for row in rows]
     return [
         {
             **row._mapping,
+            "outcome": outcome_of(row.status, row.error_code),
+            "headline": head,
+            "worst_layers": [by_key[key] for key in head.worst] if head else [],
             "billing": billing.billing_state(
                 row.status, row.finalized, row.charged, row.refunded, row.support_open
             ),
         }
-        for row in rows
+        for row, head in zip(rows, heads, strict=True)
     ]

@@ -98,7 +98,9 @@ def job_started(job_id: uuid.UUID, user_id: int) -> None:
 def job_finished(
     job_id: uuid.UUID, user_id: int, status: str, error_code: str | None, duration: float | None
 ) -> None:
-    """Count and log a job that left pending/running."""
+    """Count and log a job that left pending/running; a user's cancel counts as "cancelled"."""
+    if status == "failed" and error_code == "CANCELLED":
+        status = "cancelled"  # its own outcome: a failure rate must not count a user's choice
     JOBS_FINISHED.labels(status, error_code or "").inc()
     if duration is not None:
         JOB_DURATION.observe(max(0.0, duration))

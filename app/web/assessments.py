@@ -35,12 +35,17 @@ RETRY_AFTER_SECONDS = 10
 @bp.get("")
 @login_required
 def index():
-    """List the user's assessments with what each cost."""
+    """List the user's assessments with what each cost, all or those of one outcome."""
+    outcome = request.args.get("outcome") or None
+    if outcome is not None and outcome not in views.OUTCOME_SQL:
+        abort(400)
     views.settle_user_jobs(current_user.id)
+    fetch = functools.partial(views.history, current_user.id, outcome=outcome)
     return render_template(
         "assessments/index.html",
         balance=ledger.balance_snapshot(current_user.id),  # the badges read in it too
-        page=paging.current_page(functools.partial(views.history, current_user.id)),
+        page=paging.current_page(fetch),
+        outcome=outcome,
     )
 
 

@@ -21,9 +21,14 @@ bp = Blueprint("ops", __name__)
 SUBMIT_ENDPOINT = "assessments.create"
 
 
-SERIES = ("succeeded", "interrupted", "failed")
+SERIES = ("succeeded", "interrupted", "failed", "cancelled")
 # The outcomes' names as the legend and the bars' titles say them (keys stay CSS classes).
-OUTCOMES = {"succeeded": _l("succeeded"), "interrupted": _l("interrupted"), "failed": _l("failed")}
+OUTCOMES = {
+    "succeeded": _l("succeeded"),
+    "interrupted": _l("interrupted"),
+    "failed": _l("failed"),
+    "cancelled": _l("cancelled by their user"),
+}
 REFRESH_SECONDS = 10
 
 
