@@ -5,6 +5,7 @@ put them in the reader's language (app/web/i18n.py place_message); str() is the 
 """
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .area import Area
@@ -21,10 +22,23 @@ def N_(text: str) -> str:  # noqa: N802 - gettext's usual name: marked for the c
     return text
 
 
+@dataclass(frozen=True)
+class Named:
+    """A place's name as a message value: Japanese alone in Japanese, both in English."""
+
+    ja: str
+    romaji: str
+    romaji_first: bool = False  # "Tokyo (東京都)" rather than "浜松市中区 (Hamamatsu-shi Naka-ku)"
+
+    def __str__(self) -> str:
+        return f"{self.romaji} ({self.ja})" if self.romaji_first else f"{self.ja} ({self.romaji})"
+
+
 def english(parts: Iterable[Part]) -> str:
     """Word message parts in English, as the catalogs' msgids are."""
     return " ".join(
-        template % {k: " and ".join(v) if isinstance(v, list) else v for k, v in params.items()}
+        template
+        % {k: " and ".join(map(str, v)) if isinstance(v, list) else v for k, v in params.items()}
         if params
         else template
         for template, params in parts
@@ -92,7 +106,7 @@ class PlaceSuperseded(PlaceAmbiguous):
 
 def _became(former: Former) -> Part:
     old, change = former.area, former.change
-    was = f"{old.name_ja} ({old.name_romaji})"
+    was = Named(old.name_ja, old.name_romaji)
     if [area.name_ja for area in former.successors] == [old.name_ja]:
         return (
             N_(
@@ -104,7 +118,7 @@ def _became(former: Former) -> Part:
     # Within one city, the ward's own name is enough: "became part of 中央区".
     city = old.name_ja[: old.name_ja.find("市") + 1] if "市" in old.name_ja[:-1] else ""
     names = [
-        f"{area.name_ja.removeprefix(city)} ({area.name_romaji.split(' ')[-1]})"
+        Named(area.name_ja.removeprefix(city), area.name_romaji.split(" ")[-1])
         for area in former.successors
     ]
     return (

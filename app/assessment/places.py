@@ -52,7 +52,14 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from . import outlines, postal
 from .area import Area, tiles_around
-from .exceptions import MAX_SUGGESTIONS, N_, PlaceAmbiguous, PlaceNotFound, PlaceSuperseded
+from .exceptions import (
+    MAX_SUGGESTIONS,
+    N_,
+    Named,
+    PlaceAmbiguous,
+    PlaceNotFound,
+    PlaceSuperseded,
+)
 from .gazetteer import Gazetteer, Prefecture, check_digit, gazetteer
 from .keys import is_romaji, ja_key, romaji_key
 
@@ -411,10 +418,9 @@ def _prefecture_given(gaz: Gazetteer, pref: Prefecture) -> PlaceNotFound:
     )
     return PlaceNotFound(
         N_(
-            "%(prefecture_romaji)s (%(prefecture_ja)s) is a prefecture, not a municipality: "
+            "%(prefecture)s is a prefecture, not a municipality: "
             "add the city, ward, town or village."
         ),
         cities,
-        prefecture_romaji=pref.name_romaji,
-        prefecture_ja=pref.name_ja,
+        prefecture=Named(pref.name_ja, pref.name_romaji, romaji_first=True),
     )

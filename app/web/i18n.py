@@ -9,16 +9,18 @@ read from the session only, never with a query, so the status poll can choose th
 import functools
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from importlib import resources
 from types import SimpleNamespace
 from typing import Any
 
 from babel import Locale
+from babel.dates import format_date
+from babel.dates import format_datetime as babel_format_datetime
 from babel.lists import format_list
 from babel.support import Translations
 from flask import g, request, session
-from flask_babel import format_datetime, get_locale, gettext, ngettext
+from flask_babel import format_datetime, get_locale, get_timezone, gettext, ngettext
 from jinja2 import pass_eval_context
 from jinja2.nodes import EvalContext
 from markupsafe import Markup
@@ -27,7 +29,9 @@ from werkzeug.http import parse_accept_header
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
 from ..assessment.analysis import LAYERS
+from ..assessment.exceptions import Named
 from ..points import accounts
+from . import reasons
 
 LANGUAGES = ("en", "ja")
 DEFAULT_LANGUAGE = "en"
@@ -127,15 +131,22 @@ def place_message(exc: PlaceNotFound | PlaceAmbiguous) -> str:
         return ambiguous_message(exc.query, exc.choices)
     locale = get_locale()
     sentences = [
-        gettext(template, **{k: _listed(v, locale) for k, v in params.items()})
+        gettext(template, **{k: _listed(v, locale, k) for k, v in params.items()})
         for template, params in exc.parts
     ]
     return ("" if language() == "ja" else " ").join(sentences)
 
 
-def _listed(value: Any, locale: Locale) -> Any:
-    # A list of names reads "A and B" in English, "A、B" in Japanese.
-    return format_list(value, locale=locale) if isinstance(value, list) else value
+def _listed(value: Any, locale: Locale, key: str = "") -> Any:
+    # A list of names reads "A and B" in English, "A、B" in Japanese; a name is Japanese
+    # alone in Japanese; a date (ISO 8601) reads as the language writes dates.
+    if isinstance(value, list):
+        return format_list([_listed(v, locale) for v in value], locale=locale)
+    if isinstance(value, Named):
+        return value.ja if locale.language == "ja" else str(value)
+    if key == "date" and isinstance(value, str | date):
+        return format_date(date.fromisoformat(str(value)), "long", locale=locale)
+    return value
 
 
 # What the job's thread and the billing code store in English (steps, messages, ledger
@@ -155,6 +166,7 @@ STORED = (
     N_("welcome points"),
     N_("points purchase"),
     N_("payment refunded"),
+    N_("granted by an operator"),
     N_("area assessment"),
     N_("refund: assessment did not complete"),
     N_("settled automatically: the ledger answered on a later try"),
@@ -209,7 +221,9 @@ def _stored_text(lang: str, text: str) -> str:
             if "layer" in parts:
                 parts["layer"] = LAYER_NAMES.get(parts["layer"], (parts["layer"],) * 2)[1]
             if "reason" in parts and pattern.pattern.startswith("The"):
-                parts["reason"] = CATALOGS[lang].ugettext(parts["reason"])
+                # A provider's failure: the dataset and the reason in words, never codes.
+                parts["reason"] = reasons.reason_ja(parts["reason"])
+                parts["dataset"] = reasons.dataset_name(parts["dataset"], lang)
             return CATALOGS[lang].ugettext(msgid) % parts
     return text
 
@@ -260,7 +274,12 @@ def init_jinja(app) -> None:
     for unused in ("gettext", "pgettext", "npgettext"):
         app.jinja_env.globals.pop(unused, None)
     app.jinja_env.globals["i18n"] = SimpleNamespace(
-        language=language, place_label=place_label, names=NAMES, languages=LANGUAGES
+        language=language,
+        place_label=place_label,
+        names=NAMES,
+        languages=LANGUAGES,
+        dataset_name=reasons.dataset_name,
+        provider_names=reasons.provider_names,
     )
     app.jinja_env.filters.update(job_text=job_text, when=when)
 
@@ -273,8 +292,13 @@ def _template_gettext(eval_ctx: EvalContext, string: str, **variables: Any) -> s
     return markup % variables if variables or "%" in text else markup
 
 
-def when(value: Any) -> str:
-    """Format a timestamp (a datetime, or ISO 8601 text) in the user's time zone and locale."""
+def when(value: Any, lang: str | None = None) -> str:
+    """Format a timestamp (a datetime, or ISO 8601 text) in the user's time zone and locale.
+
+    With lang, in that language's own format: a report dates itself as it is written.
+    """
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
+    if lang in LOCALES:
+        return babel_format_datetime(value, "medium", tzinfo=get_timezone(), locale=LOCALES[lang])
     return format_datetime(value)
