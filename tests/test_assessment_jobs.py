@@ -72,7 +72,7 @@ def test_ambiguous_place_offers_choices_and_writes_nothing(client, actions, sql)
     response = actions.submit("府中市")
     body = response.get_data(as_text=True)
     assert response.status_code == 400
-    assert "2 places match" in body
+    assert "matches 2 places" in body
     assert "(132063)" in body and "(342084)" in body  # Tokyo and Hiroshima
     assert nothing_written(sql)
     # Choosing fills in the form and charges nothing; starting it is a second step.

@@ -52,3 +52,23 @@ def test_a_report_finished_while_watching_is_the_full_pages_report(page, live):
     page.wait_for_url(re.compile(r"lang=ja$"))
     assert page.locator(".report").get_attribute("lang") == "ja"
     assert violations == []
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_form_names_the_place_while_typing_in_japanese(browser, live, size):
+    server = live()
+    page = browser.new_page(viewport=size)
+    violations = watch_csp(page)
+    to_japanese(page, server)
+    page.goto(server.url + "/signup")
+    page.get_by_label("メールアドレス").fill(f"type{size['width']}@example.com")
+    page.get_by_label("パスワード").fill("correct horse")
+    page.get_by_role("button", name="新規登録").click()
+    page.goto(server.url + "/assessments/new")
+    page.get_by_label("場所").press_sequentially("〒430-0946")
+    page.wait_for_selector("#place-preview strong")
+    preview = page.locator("#place-preview").inner_text()
+    assert "静岡県浜松市中央区" in preview and "郵便番号430-0946" in preview
+    check_a11y(page)
+    shot(page, f"form-preview-ja-{size['width']}")
+    assert violations == []

@@ -14,7 +14,7 @@ DEMO = "demonstration data"
 def test_demo_data_is_said_before_paying(make_app):
     app, client, actions = signed_in(make_app)
     form = client.get("/assessments/new").get_data(as_text=True)
-    assert DEMO in form and 'aria-describedby="demo-note"' in form
+    assert DEMO in form and 'aria-describedby="place-preview demo-note"' in form
     welcome = make_app().test_client().get("/").get_data(as_text=True)
     assert DEMO in welcome
 

@@ -49,6 +49,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from . import outlines, postal
 from .area import Area, tiles_around
@@ -424,3 +425,40 @@ def _prefecture_given(gaz: Gazetteer, pref: Prefecture) -> PlaceNotFound:
         cities,
         prefecture=Named(pref.name_ja, pref.name_romaji, romaji_first=True),
     )
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a query would assess, said before a point is spent: the place, or why not one."""
+
+    query: str
+    area: Area | None = None
+    postal: str | None = None  # "〒430-0946" when a postal code chose the municipality
+    wards: int = 0  # a designated city is assessed whole: its wards, counted
+    choices: int = 0  # several places match: the submit will offer them, free
+
+
+def preview(query: str) -> Preview:
+    """Resolve a query as the submit will, and say what it would assess (never raises)."""
+    query = query[:200]
+    text = unicodedata.normalize("NFKC", query).strip()
+    try:
+        area = resolve_place(query)
+    except PlaceAmbiguous as exc:
+        return Preview(query, choices=len(exc.choices))
+    except PlaceNotFound:
+        return Preview(query)
+    code = POSTAL_CODE.match(text)
+    number = postal.formatted(postal.normalise(code[1])) if code else None
+    gaz = gazetteer()
+    wards = 0
+    if not gaz.is_ward(area):
+        wards = sum(
+            1
+            for other in gaz.areas
+            if gaz.is_ward(other)
+            and other.code[:2] == area.code[:2]
+            and other.name_ja.startswith(area.name_ja)
+            and other.name_ja != area.name_ja
+        )
+    return Preview(query, area, number, wards)

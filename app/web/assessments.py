@@ -60,7 +60,19 @@ def new():
     )
     # After a choice: what the user typed, shown beside the place it became.
     return render_template(
-        "assessments/new.html", form=form, typed=request.args.get("typed", "")[:200]
+        "assessments/new.html",
+        form=form,
+        typed=request.args.get("typed", "")[:200],
+        preview=places.preview(form.query.data) if form.query.data else None,
+    )
+
+
+@bp.get("/place")
+@login_required
+def place():
+    """Name the place a query would assess, before any point is spent (the form's preview)."""
+    return render_template(
+        "partials/_place_preview.html", preview=places.preview(request.args.get("query", ""))
     )
 
 
@@ -223,6 +235,8 @@ def _session_ended():
 
 
 def _form_error(form: AssessmentForm, status: int, message: str | None = None, **extra):
+    if "existing" in extra:  # the notice names the place it is about
+        extra["preview"] = places.preview(form.query.data or "")
     body = render_template(
         "assessments/new.html",
         form=form,

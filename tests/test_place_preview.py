@@ -1,0 +1,55 @@
+"""Before a point is spent the form names the place; notices offer choices, each said once."""
+
+import re
+
+from tests.conftest import job_id_from, signed_in, wait_for
+
+
+def buttons(html: str) -> list[str]:
+    return [
+        re.sub(r"\s+", " ", b).strip()
+        for b in re.findall(r"<button[^>]*>(.*?)</button>", html, re.S)
+    ]
+
+
+def test_the_form_names_the_place_a_query_would_assess(make_app):
+    app, client, actions = signed_in(make_app)
+    sapporo = client.get("/assessments/place?query=Sapporo").get_data(as_text=True)
+    assert re.search(r"To be assessed:</span> <strong[^>]*>Sapporo, Hokkaido</strong>", sapporo)
+    assert "The whole city, its 10 wards together" in sapporo
+    postal = client.get("/assessments/place?query=〒430-0946").get_data(as_text=True)
+    assert "<strong" in postal and "(the municipality of postal code 430-0946)" in postal
+    assert "Hamamatsu" in postal
+    ja = client.get("/assessments/place?query=430-0946", headers={"Accept-Language": "ja"})
+    assert "静岡県浜松市中央区" in ja.get_data(as_text=True)
+    many = client.get("/assessments/place?query=府中市").get_data(as_text=True)
+    assert "Several places have this name" in many and "<strong" not in many
+    assert "<strong" not in client.get("/assessments/place?query=zzzz").get_data(as_text=True)
+    # A chosen place fills the form, and the form names it before the button.
+    form = client.get("/assessments/new?query=東京都府中市").get_data(as_text=True)
+    assert form.index("To be assessed:") < form.index("Start assessment (1 point)")
+    assert 'hx-get="/assessments/place"' in form
+
+
+def test_a_report_you_have_is_a_named_choice_with_one_button_that_costs_a_point(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    job_id_from(actions.submit("430-0946"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    again = actions.submit("430-0946").get_data(as_text=True)
+    assert 'class="notice duplicate"' in again and 'class="alert' not in again
+    assert re.search(
+        r"You already have a finished report of Hamamatsu-shi Chuo-ku, Shizuoka in English", again
+    ), again
+    assert [b for b in buttons(again) if "1 point" in b] == ["Start a new one anyway (1 point)"]
+
+
+def test_several_places_and_an_abolished_ward_are_choices_said_once(make_app):
+    app, client, actions = signed_in(make_app)
+    fuchu = actions.submit("府中市").get_data(as_text=True)
+    assert 'class="notice choices"' in fuchu and 'class="alert' not in fuchu
+    assert fuchu.count("matches 2 places") == 1 and "places match" not in fuchu
+    ward = actions.submit("浜松市中区").get_data(as_text=True)
+    assert 'class="notice choices"' in ward and 'class="alert' not in ward
+    assert ward.count("became part of") == 1
+    missing = actions.submit("").get_data(as_text=True)
+    assert 'class="field-error"' in missing or 'class="alert"' in missing
