@@ -453,7 +453,7 @@ def test_the_same_place_twice_warns_then_starts_only_when_asked(page, live):
 
     submit(page, server, "Sapporo")
     warning = page.locator(".notice.duplicate")
-    assert "You already have a finished report of this place" in warning.inner_text()
+    assert "You already have a finished report of Sapporo, Hokkaido" in warning.inner_text()
     assert warning.get_by_role("link", name="Read your report").get_attribute("href") in first
     assert balance_here(page) == 2  # the warning charged nothing
     shot(page, "form-duplicate")
