@@ -16,7 +16,7 @@ DATASETS = {
     "faults": ("faults and shaking", "活断層と揺れ"),
 }
 PROVIDERS = {
-    "demo": ("demonstration data", "デモ用データ"),
+    "demo": ("the demonstration provider", "デモ用データ"),
     "gsi": ("GSI (Geospatial Information Authority of Japan)", "国土地理院"),
     "jshis": ("J-SHIS (NIED)", "防災科学技術研究所（J-SHIS）"),
     "http": ("an external service", "外部のサービス"),
