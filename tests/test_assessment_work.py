@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from app.assessment.analysis import LAYERS, level_of
 from app.assessment.providers import DATASETS, DemoProvider
 from app.assessment.work import TILE_FETCHERS, keys_for
 from app.caches.singleflight import SingleFlightCache
+from app.web import reasons
 from tests.conftest import Upstream
 
 TIMEOUT = 5.0
@@ -335,7 +337,11 @@ def render_report(report: dict[str, Any]) -> str:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined
     )
-    env.filters["when"] = str  # the app's filter (app/web/i18n.py) needs a request
+    env.filters["when"] = lambda value, lang=None: str(value)  # the app's needs a request
+    # The helpers the report reads from the app's i18n (app/web/i18n.py): no request needed.
+    env.globals["i18n"] = SimpleNamespace(
+        dataset_name=reasons.dataset_name, provider_names=reasons.provider_names
+    )
     html = env.get_template("partials/_report.html").render(report=report)
     parser = TagBalance()
     parser.feed(html)
@@ -358,7 +364,8 @@ def test_the_report_renders(sapporo, lang: str) -> None:
         "ja": '<span lang="ja">北海道札幌市</span>',
     }[lang]
     assert title in html and '<dd lang="ja">さっぽろし</dd>' in html
-    assert "011002" in html and "43.0621° N, 141.3544° E" in html
+    where = {"en": "43.0621° N, 141.3544° E", "ja": "北緯43.0621°、東経141.3544°"}[lang]
+    assert "011002" in html and where in html
     for layer in report["layers"]:
         assert f"{layer['level']}/5 {layer['label']}" in html  # the level is text, not colour
     assert str(escape(report["narrative"])) in html
@@ -388,16 +395,18 @@ def sapporo_report(sapporo) -> dict[str, Any]:
     )
 
 
-def test_the_report_shows_when_it_was_generated_as_other_pages_do(app, sapporo_report) -> None:
+def test_the_report_shows_when_it_was_generated_in_its_own_language(app, sapporo_report) -> None:
     sapporo_report["generated_at"] = "2026-11-29T09:06:01+00:00"
     report = app.jinja_env.get_template("partials/_report.html")
-    # In the reader's time zone (Asia/Tokyo until they choose) and language.
-    with app.test_request_context():
-        html = report.render(report=sapporo_report).replace("\u202f", " ")
-    assert '<time datetime="2026-11-29T09:06:01+00:00">Nov 29, 2026, 6:06:01 PM</time>' in html
-    with app.test_request_context(headers={"Accept-Language": "ja"}):
-        html = report.render(report=sapporo_report)
-    assert '<time datetime="2026-11-29T09:06:01+00:00">2026/11/29 18:06:01</time>' in html
+    # In the reader's time zone (Asia/Tokyo until they choose), in the report's language
+    # whatever the interface's: a printed report does not mix two.
+    for interface in ("en", "ja"):
+        with app.test_request_context(headers={"Accept-Language": interface}):
+            english = report.render(report=sapporo_report).replace("\u202f", " ")
+            japanese = report.render(report={**sapporo_report, "lang": "ja"})
+        stamp = '<time datetime="2026-11-29T09:06:01+00:00">'
+        assert f"{stamp}Nov 29, 2026, 6:06:01 PM</time>" in english
+        assert f"{stamp}2026/11/29 18:06:01</time>" in japanese
 
 
 def test_the_chart_text_keeps_its_size_on_a_phone(sapporo_report) -> None:
@@ -428,3 +437,21 @@ def test_the_report_is_as_wide_as_the_cards_above_it() -> None:
     assert "max-width" not in box
     assert "padding: 1.25rem;" in box and "border: 1px solid" in box
     assert "margin: 0 0 var(--gap, 1rem);" in box
+
+
+def test_progress_moves_with_the_calls_done_before_any_layer_finishes(sapporo, monkeypatch) -> None:
+    # Each call takes a moment, so no layer is done for a while: the bar must move
+    # meanwhile, as the calls finish, not sit at its start (writes 20 ms apart at most).
+    monkeypatch.setattr("app.assessment.work.PROGRESS_SECONDS", 0.02)
+    steps: list[tuple[str, int]] = []
+    run_assessment(
+        sapporo,
+        "en",
+        provider=DemoProvider(delay_seconds=0.15),
+        cache=SingleFlightCache(),
+        progress=lambda step, pct: steps.append((step, pct)),
+    )
+    before_a_layer = [pct for step, pct in steps if step == "layers:"]
+    assert before_a_layer[0] == 0 and max(before_a_layer) > 5, steps
+    percents = [pct for _, pct in steps]
+    assert percents == sorted(percents) and percents[-1] == 100
