@@ -111,7 +111,9 @@ def make_app(database_url):
 
     def build(**overrides):
         from app import create_app
+        from app.jobs import estimate
 
+        estimate.forget()  # the last test's jobs are not this one's recent jobs
         app = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": _sa(database_url), **overrides})
         built.append(app)
         return app

@@ -19,7 +19,7 @@ from ..extensions import db
 from ..operations import failpoints
 from ..points import billing
 from ..points.billing import Billing
-from . import transitions
+from . import estimate, transitions
 from .transitions import STALE
 
 LATE_HEARTBEATS = 2.5  # missed heartbeats before the page says it is checking
@@ -44,6 +44,7 @@ class JobView:
     balance: int  # the owner's balance, for the page's top bar
     version: str = ""  # the row but for the clock (see row_version): the fragment's ETag
     error_code: str | None = None  # why it failed: CANCELLED is the user's own cancel
+    typical: float | None = None  # seconds the recent jobs took (estimate.py), if known
 
     @property
     def layers(self) -> list[tuple[Layer, bool]]:
@@ -73,8 +74,15 @@ class JobView:
 
     @property
     def seconds_left(self) -> int | None:
-        """Estimate the seconds left from the time taken so far, once there is progress."""
-        if self.status != "running" or not 0 < self.progress < 100:
+        """Estimate the seconds left: what the recent jobs took, less the time so far.
+
+        Past that typical time (or before any job finished), from the progress made.
+        """
+        if self.status != "running":
+            return None
+        if self.typical is not None and self.elapsed < self.typical:
+            return max(1, round(self.typical - self.elapsed))
+        if not 0 < self.progress < 100:
             return None
         return round(self.elapsed * (100 - self.progress) / self.progress)
 
@@ -208,6 +216,8 @@ def _as_view(row: Any) -> JobView:
         elapsed=row.elapsed,
         balance=row.balance,
         version=row_version(row),
+        # Read at most once a minute per process: no query of its own on a poll.
+        typical=estimate.typical_seconds() if row.status == "running" else None,
     )
 
 

@@ -5,7 +5,7 @@ import functools
 from flask import Blueprint, current_app, render_template
 from flask_login import current_user, login_required
 
-from ..jobs import views
+from ..jobs import estimate, views
 from ..points import ledger
 from . import paging
 
@@ -26,6 +26,7 @@ def dashboard():
         balance=ledger.balance_snapshot(current_user.id),
         entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
         recent=views.history(current_user.id, limit=5),
+        typical_seconds=estimate.typical_seconds(),
     )
 
 
