@@ -2,6 +2,7 @@
 
 import math
 import time
+from datetime import date
 from urllib.parse import urlsplit
 
 from flask import (
@@ -23,8 +24,8 @@ from flask_login import current_user, login_required, login_user, logout_user
 from ..extensions import db, limiter, login_manager
 from ..models import User
 from ..points import accounts
-from . import brakes, devices, i18n
-from .forms import LoginForm, PreferencesForm, SignupForm
+from . import brakes, devices, i18n, timezones
+from .forms import LoginForm, PasswordForm, PreferencesForm, SignupForm
 
 bp = Blueprint("auth", __name__)
 
@@ -265,12 +266,48 @@ def _safe_next() -> str | None:
 @login_required
 def account():
     """Show the account: its language and time zone, and the way to sign out everywhere."""
-    return render_template("auth/account.html", form=preferences_form())
+    return render_template(
+        "auth/account.html", form=preferences_form(), password_form=PasswordForm()
+    )
+
+
+@bp.post("/account/password")
+@login_required
+def change_password():
+    """Change the password, given the current one; every other session is signed out."""
+    form = PasswordForm()
+    if form.validate_on_submit():
+        # The current password is guessed no faster than a log-in's (brakes.py).
+        limit = current_app.config["LOGIN_RATE_LIMIT"]
+        taken = brakes.take((limit, "password-change", str(current_user.id)))
+        if taken.refused:
+            return _too_many(taken.wait)
+        user = current_user._get_current_object()
+        if not accounts.password_matches(user, form.current_password.data):
+            form.current_password.errors.append(_("That is not your current password."))
+        else:
+            brakes.give_back(taken)
+            user = accounts.change_password(user.id, form.new_password.data)
+            login_user(user)  # this session carries the new generation; the others are dead
+            flash(_("Your password is changed. Every other session is signed out."), "success")
+            return redirect(url_for("auth.account"), 303)
+    body = render_template("auth/account.html", form=preferences_form(), password_form=form)
+    return body, 400
 
 
 def preferences_form() -> PreferencesForm:
-    """Return the language and time zone form, filled in with the current choice."""
-    return PreferencesForm(lang=i18n.language(), timezone=i18n.select_timezone())
+    """Return the language and time zone form, filled in with the current choice.
+
+    The zones are offered in the reader's language, Japan's and the common ones first.
+    """
+    form = PreferencesForm(lang=i18n.language(), timezone=i18n.select_timezone())
+    groups = dict(timezones.choices(i18n.language(), date.today()))
+    current = i18n.select_timezone()
+    if not any(zone == current for group in groups.values() for zone, _ in group):
+        first = next(iter(groups))  # a zone saved before the list was curated stays choosable
+        groups[first] = [(current, current), *groups[first]]
+    form.timezone.choices = groups
+    return form
 
 
 @bp.post("/account/logout-everywhere")

@@ -66,11 +66,13 @@ def stacked_hours(rows: list[dict[str, Any]], series: Mapping[str, str]) -> Char
                 Bar(round(i * slot, 2), round(base, 2), round(slot - gap, 2), round(h, 2), s,
                     label)
             )  # fmt: skip
-    step = max(1, len(rows) // 4)  # about four labels: readable on a phone
+    # Evenly spaced labels on the reader's clock: every six hours in a day, each
+    # midnight in a week (a fixed count of bars would land on uneven dates).
+    daily = len(rows) > 24
     ticks = [
-        (round(i * slot, 2), _local(row["hour"], "Hm" if len(rows) <= 24 else "Md"))
+        (round(i * slot, 2), _local(row["hour"], "Md" if daily else "Hm"))
         for i, row in enumerate(rows)
-        if i % step == 0
+        if _local_hour(row["hour"]) % (24 if daily else 6) == 0
     ]
     total = sum(row[s] for row in rows for s in series)
     return Chart(WIDTH, HEIGHT, bars, ticks, peak, total, plot)
@@ -79,3 +81,7 @@ def stacked_hours(rows: list[dict[str, Any]], series: Mapping[str, str]) -> Char
 def _local(hour: datetime, skeleton: str) -> str:
     # In the reader's time zone and the locale's own order: "11/30 14:00", "14:00".
     return format_skeleton(skeleton, hour, tzinfo=get_timezone(), locale=get_locale())
+
+
+def _local_hour(hour: datetime) -> int:
+    return hour.astimezone(get_timezone()).hour

@@ -119,6 +119,19 @@ class LanguageForm(Form):
     lang = StringField(validators=[DataRequired(), AnyOf(INTERFACE_LANGUAGES)])
 
 
+class PasswordForm(Form):
+    current_password = PasswordField(
+        _l("Current password"), validators=[DataRequired(_l("Enter your current password."))]
+    )
+    new_password = PasswordField(
+        _l("New password"),
+        validators=[
+            DataRequired(_l("Choose a password.")),
+            Length(min=8, max=128, message=_l("Use 8 to 128 characters.")),
+        ],
+    )
+
+
 class PreferencesForm(Form):
     lang = SelectField(_l("Language"), choices=INTERFACE_CHOICES, validate_choice=True)
     timezone = SelectField(

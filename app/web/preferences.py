@@ -10,7 +10,7 @@ from flask_login import current_user, login_required
 
 from ..points import accounts
 from .auth import _safe_next, preferences_form
-from .forms import LanguageForm
+from .forms import LanguageForm, PasswordForm
 
 bp = Blueprint("preferences", __name__)
 
@@ -41,4 +41,5 @@ def edit():
         flash(_("Your preferences are saved."), "success")
         return redirect(url_for("auth.account"), 303)
     status = 400 if request.method == "POST" else 200
-    return render_template("auth/account.html", form=form), status
+    body = render_template("auth/account.html", form=form, password_form=PasswordForm())
+    return body, status
