@@ -72,3 +72,61 @@ def test_the_form_names_the_place_while_typing_in_japanese(browser, live, size):
     check_a11y(page)
     shot(page, f"form-preview-ja-{size['width']}")
     assert violations == []
+
+
+def nav_rows(page):
+    """How many rows the top bar's items sit on."""
+    tops = page.eval_on_selector_all(
+        ".nav > *:not(.spacer)",
+        "els => els.filter(e => e.offsetParent)"
+        ".map(e => Math.round(e.getBoundingClientRect().top))",
+    )
+    rows = []
+    for top in sorted(tops):
+        if not rows or top - rows[-1] > 8:
+            rows.append(top)
+    return len(rows)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_finished_report_reads_well_at_both_sizes_and_languages(browser, live, size, lang):
+    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+    page = browser.new_page(viewport=size)
+    violations = watch_csp(page)
+    if lang == "ja":
+        to_japanese(page, server)
+    page.goto(server.url + "/signup")
+    page.locator("#email").fill(f"{lang}{size['width']}@example.com")
+    page.locator("#password").fill("correct horse")
+    page.locator("form button[type=submit]:not(.link)").click()
+    page.wait_for_url(server.url + "/")
+    phone = size == PHONE
+    assert nav_rows(page) <= (2 if phone else 1)
+    page.goto(server.url + "/assessments/new")
+    page.locator("#query").fill("千代田区")
+    page.locator("form[novalidate] button[type=submit]").click()
+    page.wait_for_url(JOB_PAGE)
+    page.wait_for_selector("#report .report")
+    assert page.evaluate("document.documentElement.scrollWidth") <= size["width"]
+    # The finding (greatest hazard, the score and its rule) is on the first screen.
+    rule = page.locator(".report-rule").bounding_box()
+    assert rule["y"] + rule["height"] <= size["height"], rule
+    display = page.locator(".report-table td").first.evaluate("el => getComputedStyle(el).display")
+    assert display == ("block" if phone else "table-cell")
+    wrap = page.locator(".report-table-wrap")
+    assert wrap.evaluate("el => el.scrollWidth <= el.clientWidth")
+    if lang == "ja":
+        narrative = page.locator(".report-narrative")
+        assert narrative.evaluate("el => getComputedStyle(el).wordBreak") == "auto-phrase"
+        # No line of the narrative holds only a full stop.
+        assert not narrative.evaluate(
+            "el => { const r = document.createRange(); const t = el.firstChild;"
+            " const lines = {}; for (let i = 0; i < t.length; i++) { r.setStart(t, i);"
+            " r.setEnd(t, i + 1); const y = Math.round(r.getBoundingClientRect().top);"
+            " (lines[y] = lines[y] || []).push(t.data[i]); }"
+            " return Object.values(lines).some(l => l.join('').trim() === '。'); }"
+        )
+    check_a11y(page)
+    shot(page, f"report-{lang}-{'phone' if phone else 'desktop'}")
+    assert violations == []
