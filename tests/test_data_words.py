@@ -63,3 +63,14 @@ def test_the_print_view_leaves_out_the_pages_heading_in_the_interfaces_language(
     css = (Path(__file__).parent.parent / "static/css/report.css").read_text()
     printed = css[css.index("@media print") :]
     assert ".page > .card:has(+ #report .report) { display: none !important; }" in printed
+
+
+def test_the_other_languages_view_keeps_each_layers_demonstration_tag(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    job_id = job_id_from(actions.submit("Sapporo", "en"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    english = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    japanese = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert english.count('class="report-provenance" data-real="no"') == 5
+    assert japanese.count('class="report-provenance" data-real="no"') == 5
+    assert japanese.count(">デモデータ</span>") == 5

@@ -318,6 +318,9 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
         level = level_of(row["index"])
         layers.append(
             {
+                # What else the stored row carries (whether its data is real, say) stays:
+                # the other language's view is the same report in other words.
+                **row,
                 "key": layer.key,
                 "name_en": layer.name_en,
                 "name_ja": layer.name_ja,
