@@ -7,10 +7,12 @@ with its UTC offset, and the zones are ordered by offset so a neighbour is easy 
 import functools
 import re
 from datetime import UTC, date, datetime
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 from babel import Locale
 from babel.dates import get_timezone_location
+
+from .i18n import TIMEZONES
 
 COMMON = (
     "Asia/Tokyo",
@@ -57,7 +59,7 @@ def choices(lang: str, on: date) -> dict[str, list[tuple[str, str]]]:
     """Return the grouped choices for a select: the common zones, then every place's."""
     common = [(zone, label(zone, lang, on)) for zone in COMMON]
     places = []
-    for zone in available_timezones():
+    for zone in TIMEZONES:  # the zones a saved choice may name (i18n.py)
         if REGION.match(zone) and zone not in COMMON:
             try:
                 places.append((minutes_of(zone, on), label(zone, lang, on), zone))
