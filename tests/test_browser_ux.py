@@ -130,3 +130,24 @@ def test_a_finished_report_reads_well_at_both_sizes_and_languages(browser, live,
     check_a11y(page)
     shot(page, f"report-{lang}-{'phone' if phone else 'desktop'}")
     assert violations == []
+
+
+def test_a_japanese_report_prints_in_japanese_from_the_english_interface(page, live):
+    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+    violations = watch_csp(page)
+    sign_up(page, server, "print@example.com")
+    page.goto(server.url + "/assessments/new")
+    page.get_by_label("Place").fill("札幌市")
+    page.get_by_label("Report language").select_option("ja")
+    page.get_by_role("button", name=re.compile("Start assessment")).click()
+    page.wait_for_url(JOB_PAGE)
+    page.wait_for_selector("#report .report")
+    page.emulate_media(media="print")
+    # Printed: the report alone, headed and dated in its own language.
+    assert not page.locator("h1").is_visible() and not page.locator(".topbar").is_visible()
+    assert page.locator(".report-title").inner_text() == "北海道札幌市"
+    stamp = page.locator(".report-sources time").inner_text()
+    assert re.fullmatch(r"\d{4}/\d{2}/\d{2} \d{1,2}:\d{2}:\d{2}", stamp), stamp
+    printed = page.locator("body").inner_text()
+    assert "You asked for" not in printed and "All assessments" not in printed
+    assert violations == []
