@@ -53,3 +53,20 @@ def test_several_places_and_an_abolished_ward_are_choices_said_once(make_app):
     assert ward.count("became part of") == 1
     missing = actions.submit("").get_data(as_text=True)
     assert 'class="field-error"' in missing or 'class="alert"' in missing
+
+
+def test_a_confirmation_covers_the_place_it_was_given_for_only(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    for place in ("Sapporo", "Sendai"):
+        job_id_from(actions.submit(place))
+        wait_for(
+            lambda: (
+                sql("SELECT count(*) FROM assessment_jobs WHERE status <> 'succeeded'") == [(0,)]
+            )
+        )
+    again = actions.submit("Sapporo").get_data(as_text=True)
+    assert 'name="confirm" value="011002"' in again
+    # The reader types another place they already have a report of: warned again.
+    other = actions.submit("Sendai", confirm="011002")
+    assert other.status_code == 409 and "Sendai" in other.get_data(as_text=True)
+    assert actions.submit("Sapporo", confirm="011002").status_code == 303

@@ -36,7 +36,7 @@ def test_paying_twice_for_the_same_report_needs_a_second_click(make_app, sql):
     body = again.get_data(as_text=True)
     assert again.status_code == 409
     assert f'href="/assessments/{first}"' in body
-    assert "Start a new one anyway (1 point)" in body and 'name="confirm" value="yes"' in body
+    assert "Start a new one anyway (1 point)" in body and 'name="confirm" value="011002"' in body
     assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
 
     token = csrf_token(body)

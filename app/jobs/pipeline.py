@@ -28,16 +28,18 @@ class AlreadyReported(Exception):
 
 
 def submit(
-    user_id: int, query: str, lang: str, generation: int, confirmed: bool = False
+    user_id: int, query: str, lang: str, generation: int, confirmed: bool | str = False
 ) -> uuid.UUID:
     """Start an assessment and return its job id; the work runs after this returns.
 
     Resolving the place and checking the balance charge nothing: the point is consumed
     by the job itself, before any expensive work. Unless confirmed, a place the user
     already has a kept report of raises AlreadyReported (in this language if there is
-    one), so nobody pays twice for the same thing without knowing it.
+    one), so nobody pays twice for the same thing without knowing it. A confirmation may
+    name the area's code: it then confirms that area only, not another typed in its place.
     """
     area = resolve_place(query)
+    confirmed = confirmed is True or confirmed == area.code
     if not confirmed and (reports := views.finished_reports(user_id, area.code)):
         same = next((r for r in reports if r.lang == lang), reports[0])
         raise AlreadyReported(same.id, same.lang)

@@ -100,7 +100,8 @@ def create():
             form.query.data,
             form.lang.data,
             generation,
-            confirmed=form.confirm.data == "yes",
+            # "yes", or the code of the one area the reader was warned about.
+            confirmed=True if form.confirm.data == "yes" else (form.confirm.data or False),
         )
     except pipeline.AlreadyReported as exc:
         return _form_error(form, 409, None, existing=exc.job_id, existing_lang=exc.lang)
