@@ -114,7 +114,7 @@ def test_two_jobs_for_one_place_share_each_call(sapporo) -> None:
 # The demo's Sapporo, pinned: a field or hash that varied between processes changes these.
 PINNED_LEVELS = [5, 2, 3, 3, 5]
 PINNED_SCORE = 80  # the weighted mean, 69, raised to level 5's band
-PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concern is flood"
+PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concerns are flood and earthquake shaking"
 
 
 def test_the_demo_report_is_deterministic(sapporo) -> None:
@@ -437,21 +437,3 @@ def test_the_report_is_as_wide_as_the_cards_above_it() -> None:
     assert "max-width" not in box
     assert "padding: 1.25rem;" in box and "border: 1px solid" in box
     assert "margin: 0 0 var(--gap, 1rem);" in box
-
-
-def test_progress_moves_with_the_calls_done_before_any_layer_finishes(sapporo, monkeypatch) -> None:
-    # Each call takes a moment, so no layer is done for a while: the bar must move
-    # meanwhile, as the calls finish, not sit at its start (writes 20 ms apart at most).
-    monkeypatch.setattr("app.assessment.work.PROGRESS_SECONDS", 0.02)
-    steps: list[tuple[str, int]] = []
-    run_assessment(
-        sapporo,
-        "en",
-        provider=DemoProvider(delay_seconds=0.15),
-        cache=SingleFlightCache(),
-        progress=lambda step, pct: steps.append((step, pct)),
-    )
-    before_a_layer = [pct for step, pct in steps if step == "layers:"]
-    assert before_a_layer[0] == 0 and max(before_a_layer) > 5, steps
-    percents = [pct for _, pct in steps]
-    assert percents == sorted(percents) and percents[-1] == 100

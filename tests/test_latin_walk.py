@@ -31,6 +31,8 @@ def latin_words(html: str) -> list[str]:
     spoken = " ".join(re.findall(r'(?:aria-label|title|placeholder|alt)="([^"]*)"', html))
     text = re.sub(r"<[^>]+>", " ", html) + " " + spoken
     text = re.sub(r"https?://\S+|[\w.+-]+@[\w.-]+|[0-9a-f]{8}-[0-9a-f-]{27}", " ", text)
+    # Codes of the national land data (A33, N03) and the file a source is published as.
+    text = re.sub(r"\b[A-Z]\d{2}\b|[\w.-]+\.(?:xlsx|csv|zip|json)\b", " ", text)
     text = text.replace("&nbsp;", " ")
     words = re.findall(r"[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z][A-Za-z0-9_]*)*", text)
     return [w for w in words if w not in ALLOWED]
