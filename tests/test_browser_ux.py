@@ -114,8 +114,9 @@ def test_a_finished_report_reads_well_at_both_sizes_and_languages(browser, live,
     assert rule["y"] + rule["height"] <= size["height"], rule
     display = page.locator(".report-table td").first.evaluate("el => getComputedStyle(el).display")
     assert display == ("block" if phone else "table-cell")
-    wrap = page.locator(".report-table-wrap")
-    assert wrap.evaluate("el => el.scrollWidth <= el.clientWidth")
+    assert page.eval_on_selector_all(
+        ".report-table-wrap", "els => els.every(el => el.scrollWidth <= el.clientWidth)"
+    )
     if lang == "ja":
         narrative = page.locator(".report-narrative")
         assert narrative.evaluate("el => getComputedStyle(el).wordBreak") == "auto-phrase"
