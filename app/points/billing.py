@@ -100,28 +100,42 @@ def finalize(job_id: uuid.UUID, user_id: int, path: str = "finalizer") -> bool:
         # Every failure is logged, a repeat too: its incident exists already and says nothing.
         log.exception("could not finalize job %s; support decides until a retry succeeds", job_id)
         try:
-            # A commit whose answer was lost may have landed: then the point is settled
-            # and no one needs to be alerted about it.
-            landed = db.session.execute(
-                text("SELECT finalized_at IS NOT NULL FROM assessment_jobs WHERE id = :id"),
-                {"id": job_id},
-            ).scalar()
-            db.session.rollback()
-            if landed:
-                log.warning("job %s was finalized after all: its commit had landed", job_id)
-                return False
-            incidents.record(
-                scope="payment",
-                code=LOOKUP_FAILED,
-                severity="critical",
-                job_id=job_id,
-                user_id=user_id,
-                detail=f"{type(exc).__name__}: {exc}",
-            )
+            _route_to_support(job_id, user_id, exc)
         except Exception:  # noqa: BLE001 - still "checking": the next poll tries again
             db.session.rollback()
             log.exception("could not record an incident for job %s", job_id)
         return False
+
+
+def _route_to_support(job_id: uuid.UUID, user_id: int, exc: BaseException) -> None:
+    """Open the job's critical incident, unless the job was settled meanwhile.
+
+    The check and the insert are one transaction under the job's row lock (the job row
+    first, then its incidents): a finalizer that settles the job either committed
+    before this lock (finalized_at is set, nothing is recorded) or waits for this
+    commit and resolves the incident in its own. Either way no incident stays open on
+    a settled job, where nothing would ever resolve it.
+    """
+    # A commit whose answer was lost may have landed too: then there is nothing to alert.
+    unsettled = db.session.execute(
+        text(
+            "SELECT id FROM assessment_jobs"
+            " WHERE id = :id AND status = 'failed' AND finalized_at IS NULL FOR UPDATE"
+        ),
+        {"id": job_id},
+    ).first()
+    if unsettled is None:
+        db.session.rollback()
+        log.warning("job %s was settled after all: no incident", job_id)
+        return
+    incidents.record(  # inserts and commits, releasing the lock
+        scope="payment",
+        code=LOOKUP_FAILED,
+        severity="critical",
+        job_id=job_id,
+        user_id=user_id,
+        detail=f"{type(exc).__name__}: {exc}",
+    )
 
 
 def settle_by_support(

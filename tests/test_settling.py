@@ -1,0 +1,91 @@
+"""Settling a failed job when finalizers race, fail, lose answers or meet a crashed job.
+
+Real threads on real connections; a failure is injected where the job path has a
+failpoint, or by wrapping one call to hold its caller at the moment that matters.
+"""
+
+import threading
+
+from app.extensions import db
+from app.operations import failpoints
+from app.points import billing, incidents
+from tests.conftest import signed_in, wait_for
+from tests.test_reaper import stale_charged_job
+from tests.test_sweep import ledger_check, settled_and_refunded
+
+
+def lock_waiters(sql):
+    """Count the sessions of this database waiting for a row lock."""
+    return sql(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )[0][0]
+
+
+def test_a_failing_finalizer_never_leaves_an_incident_on_a_job_another_settled(
+    make_app, sql, monkeypatch
+):
+    # Finalizer A cannot read the ledger; while it decides to route the job to support,
+    # finalizer B (the sweep, another tab) settles the job. A's incident must not outlive
+    # B's settlement: an open incident on a finalized job is resolved by nothing.
+    app, client, actions = signed_in(make_app)
+    job_id = stale_charged_job(actions, sql)
+    sql("UPDATE assessment_jobs SET status = 'failed' WHERE id = %(j)s", j=job_id)
+    user_id = sql("SELECT id FROM users")[0][0]
+    deciding, b_done = threading.Event(), threading.Event()
+    real_record = incidents.record
+
+    def record_slowly(**incident):
+        if threading.current_thread().name == "failing":
+            deciding.set()
+            b_done.wait(10)  # B runs now, or waits for A's lock
+        return real_record(**incident)
+
+    monkeypatch.setattr(incidents, "record", record_slowly)
+
+    def finalize(failing=""):
+        try:
+            with app.app_context(), failpoints.on_this_thread(failing):
+                billing.finalize(job_id, user_id)
+                db.session.remove()
+        finally:
+            if threading.current_thread().name == "settling":
+                b_done.set()
+
+    a = threading.Thread(target=finalize, args=("consume_lookup=raise",), name="failing")
+    a.start()
+    assert deciding.wait(10)
+    b = threading.Thread(target=finalize, name="settling")  # the ledger answers B
+    b.start()
+    wait_for(lambda: b_done.is_set() or lock_waiters(sql) > 0)
+    b_done.set()
+    a.join(10)
+    b.join(10)
+
+    assert settled_and_refunded(sql, job_id)
+    assert sql("SELECT count(*) FROM incidents WHERE resolved_at IS NULL") == [(0,)]
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert 'data-billing="refunded"' in html
+    assert ledger_check(app).exit_code == 0
+
+
+def test_ledger_check_fails_on_an_open_incident_of_a_finalized_job(make_app, sql):
+    app, _, actions = signed_in(make_app)
+    job_id = stale_charged_job(actions, sql)
+    user_id = sql("SELECT id FROM users")[0][0]
+    with app.app_context():
+        from app.jobs import transitions
+
+        assert transitions.reap(job_id)
+        assert billing.finalize(job_id, user_id)
+    assert ledger_check(app).exit_code == 0
+    sql(
+        "INSERT INTO incidents (scope, code, severity, job_id, user_id, detail)"
+        " VALUES ('payment', %(c)s, 'critical', %(j)s, %(u)s, 'stuck')",
+        c=billing.LOOKUP_FAILED,
+        j=job_id,
+        u=user_id,
+    )
+    audit = ledger_check(app)
+    assert audit.exit_code == 1
+    assert f"job {job_id} is settled but has an open incident" in audit.output
