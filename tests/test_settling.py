@@ -89,3 +89,30 @@ def test_ledger_check_fails_on_an_open_incident_of_a_finalized_job(make_app, sql
     audit = ledger_check(app)
     assert audit.exit_code == 1
     assert f"job {job_id} is settled but has an open incident" in audit.output
+
+
+def test_a_dead_job_holding_the_last_point_is_settled_by_the_next_submit(make_app, sql):
+    # The balance is 0 because a crashed job holds the point: the INSERT's balance check
+    # refuses before the one-in-flight index can, so the submit itself settles the orphan.
+    app, client, actions = signed_in(make_app, SIGNUP_POINTS=1)
+    dead = stale_charged_job(actions, sql)
+    assert sql("SELECT point_balance FROM users") == [(0,)]
+
+    response = actions.submit()
+
+    assert response.status_code == 303, response.get_data(as_text=True)[:300]
+    assert settled_and_refunded(sql, dead)
+    wait_for(lambda: sql("SELECT count(*) FROM assessment_jobs WHERE status = 'succeeded'")[0][0])
+    assert ledger_check(app).exit_code == 0
+
+
+def test_a_user_without_points_still_reads_402_after_the_settling(make_app, sql):
+    app, client, actions = signed_in(make_app, SIGNUP_POINTS=1)
+    dead = stale_charged_job(actions, sql)
+    sql(
+        "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now() WHERE id = %(j)s",
+        j=dead,
+    )
+
+    assert actions.submit().status_code == 402
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]

@@ -44,15 +44,23 @@ def submit(
         same = next((r for r in reports if r.lang == lang), reports[0])
         raise AlreadyReported(same.id, same.lang)
     executor: Executor = current_app.extensions["executor"]
+    job = (user_id, query, lang, area.to_dict(), generation)
     try:
-        return executor.enqueue(user_id, query, lang, area.to_dict(), generation)
+        return executor.enqueue(*job)
     except transitions.AssessmentInFlight as exc:
         # The job in the way may be an orphan of a crash that nobody has polled since:
         # settle it the way a poll would, and if that frees the user, try once more.
         in_the_way = views.view(exc.job_id, user_id) if exc.job_id else None
         if in_the_way is None or in_the_way.status in ("pending", "running"):
             raise
-        return executor.enqueue(user_id, query, lang, area.to_dict(), generation)
+        return executor.enqueue(*job)
+    except transitions.NotEnoughPoints:
+        # Such an orphan may hold the last point: then the INSERT's balance check refuses
+        # before the one-in-flight index can say so. Settle the user's unsettled jobs as
+        # a poll would; if one of them was, the ledger answers the second INSERT.
+        if not views.settle_user_jobs(user_id):
+            raise
+        return executor.enqueue(*job)
 
 
 def run(job_id: uuid.UUID, stop: threading.Event) -> None:

@@ -225,8 +225,8 @@ def _select(job_id: uuid.UUID, user_id: int, generation: int | None) -> Any:
     return transitions.execute_one(VIEW_SQL, _params(job_id, user_id, generation))
 
 
-def settle_user_jobs(user_id: int) -> None:
-    """Reap and finalize the user's unsettled jobs (for pages that list them)."""
+def settle_user_jobs(user_id: int) -> int:
+    """Reap and finalize the user's unsettled jobs (for pages that list them); count them."""
     ids = (
         db.session.execute(
             text(
@@ -239,8 +239,10 @@ def settle_user_jobs(user_id: int) -> None:
         .scalars()
         .all()
     )
+    db.session.rollback()
     for job_id in ids:
         view(job_id, user_id)
+    return len(ids)
 
 
 def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
