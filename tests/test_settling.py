@@ -4,9 +4,12 @@ Real threads on real connections; a failure is injected where the job path has a
 failpoint, or by wrapping one call to hold its caller at the moment that matters.
 """
 
+import json
 import threading
 
+from app.assessment import resolve_place
 from app.extensions import db
+from app.jobs import procrastinate_executor, transitions
 from app.operations import failpoints
 from app.points import billing, incidents
 from tests.conftest import signed_in, wait_for
@@ -116,3 +119,44 @@ def test_a_user_without_points_still_reads_402_after_the_settling(make_app, sql)
 
     assert actions.submit().status_code == 402
     assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+
+
+def queued_job(sql, waited_seconds):
+    """A pending job of the signed-in user that a worker kept fresh in the queue for a while."""
+    return sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, area, created_at, heartbeat_at)"
+        " SELECT id, '札幌市', 'en', CAST(%(a)s AS jsonb),"
+        " now() - make_interval(secs => %(w)s), now() FROM users RETURNING id",
+        a=json.dumps(resolve_place("札幌市").to_dict()),
+        w=waited_seconds,
+    )[0][0]
+
+
+def test_the_runtime_limit_counts_from_the_start_not_from_the_queue(make_app, sql):
+    # Picked up a second before JOB_MAX_RUNTIME_SECONDS after it was queued, the job
+    # still has its whole run time: it is not charged and then reaped mid-work.
+    app, client, actions = signed_in(
+        make_app, JOB_MAX_RUNTIME_SECONDS=3, ASSESSMENT_WORK_SECONDS=2, JOB_HEARTBEAT_SECONDS=0.2
+    )
+    job_id = queued_job(sql, waited_seconds=2)
+
+    procrastinate_executor.run_task(app, str(job_id))
+
+    assert sql("SELECT status FROM assessment_jobs") == [("succeeded",)]
+    assert sql("SELECT point_balance FROM users") == [(2,)]
+    assert ledger_check(app).exit_code == 0
+
+
+def test_a_job_that_waited_past_the_deadline_fails_before_it_is_charged(make_app, sql):
+    app, client, actions = signed_in(make_app, JOB_MAX_RUNTIME_SECONDS=3)
+    job_id = queued_job(sql, waited_seconds=4)
+
+    procrastinate_executor.run_task(app, str(job_id))
+
+    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
+        ("failed", transitions.TOO_LATE, True)
+    ]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(0,)]
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert 'data-billing="not_charged"' in html
+    assert "No point was used." in html

@@ -44,12 +44,14 @@ class JobCancelled(Exception):
 
 
 # A job is stale when its last sign of life (heartbeat, else start, else creation) is
-# older than the lease, or when it has outlived the hard deadline. The same predicate
-# is computed by the poll's SELECT and repeated in the reaping UPDATE's WHERE.
+# older than the lease, or when it has outlived the hard deadline: a running job counts
+# it from its start (the time it waited in a queue is not run time), a pending one from
+# its creation (so a queue wait is bounded too, and such a job is never charged). The
+# same predicate is computed by the poll's SELECT and repeated in the reaping UPDATE's WHERE.
 STALE = (
     "(j.status IN ('pending', 'running') AND ("
     " coalesce(j.heartbeat_at, j.started_at, j.created_at) < now() - make_interval(secs => :lease)"
-    " OR j.created_at < now() - make_interval(secs => :deadline)))"
+    " OR coalesce(j.started_at, j.created_at) < now() - make_interval(secs => :deadline)))"
 )
 
 
@@ -125,7 +127,8 @@ def start(job_id: uuid.UUID) -> Row | None:
     """Move a job from pending to running and charge its point, in one transaction.
 
     Return the job's row, or None if it is no longer pending (reaped meanwhile) or is
-    stale already (a queued job picked up past its lease: the reaper owns it). The
+    stale already (a queued job picked up past its lease or deadline: it is failed
+    here, uncharged, with "no point was used"). The
     UPDATE locks the row until the commit, so a reaper or the shutdown hook that comes
     in between waits and then sees a running, charged job: a job is running only if it
     was charged, and nothing can settle it before the charge lands.
@@ -141,6 +144,8 @@ def start(job_id: uuid.UUID) -> Row | None:
     ).first()
     if row is None:
         db.session.rollback()
+        if too_late(job_id):
+            return None
         # Only the job's own thread moves it to running: a running row is this thread's
         # earlier attempt, whose commit (start and charge) landed before its connection
         # dropped. It is started and charged; carry on with it.
@@ -162,6 +167,33 @@ def start(job_id: uuid.UUID) -> Row | None:
     db.session.commit()
     metrics.job_started(job_id, row.user_id)
     return row
+
+
+TOO_LATE = "NOT_STARTED"
+TOO_LATE_MESSAGE = "Your assessment could not start in time. No point was used."
+
+
+def too_late(job_id: uuid.UUID) -> bool:
+    """Fail and settle a job still pending past its lease or deadline; True if this did.
+
+    Nothing was charged: the user reads at once that no point was used, instead of a
+    reap's "interrupted" a lease later.
+    """
+    failed = db.session.execute(
+        text(
+            "UPDATE assessment_jobs j SET status = 'failed', finished_at = now(),"
+            " error_code = :c, message = :m"
+            f" WHERE j.id = :id AND j.status = 'pending' AND {STALE}"
+            f" RETURNING j.user_id, {DURATION}"
+        ),
+        {"id": job_id, "c": TOO_LATE, "m": TOO_LATE_MESSAGE, **ages()},
+    ).first()
+    db.session.commit()
+    if failed is None:
+        return False
+    metrics.job_finished(job_id, failed.user_id, "failed", TOO_LATE, failed.duration)
+    billing.finalize(job_id, failed.user_id, path="start")
+    return True
 
 
 def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
