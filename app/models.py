@@ -201,6 +201,7 @@ class Job(db.Model):
     area: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     started_at: Mapped[datetime | None] = mapped_column(TZ)
+    run_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))  # the run that started it
     heartbeat_at: Mapped[datetime | None] = mapped_column(TZ)
     finished_at: Mapped[datetime | None] = mapped_column(TZ)
     finalized_at: Mapped[datetime | None] = mapped_column(TZ)

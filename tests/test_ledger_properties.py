@@ -87,6 +87,10 @@ class Ledger(RuleBasedStateMachine):
         self.ctx.pop()  # returns the session's connection to the pool
         self.db.close()
 
+    def run_of(self, job):
+        """Return the one run that starts and finishes a job (its thread or its task)."""
+        return uuid.uuid5(uuid.NAMESPACE_URL, str(job))
+
     def q(self, statement, **params):
         cur = self.db.execute(statement, params)
         return cur.fetchall() if cur.description else cur.rowcount
@@ -129,7 +133,7 @@ class Ledger(RuleBasedStateMachine):
     @on_a_job
     def start(self, job):
         try:
-            transitions.start(job)
+            transitions.start(job, self.run_of(job))
         except ledger.InsufficientPoints:  # as the job thread does
             transitions.fail_and_settle(job, "NO_POINTS", "no point left")
 
@@ -141,7 +145,7 @@ class Ledger(RuleBasedStateMachine):
     @rule(job=jobs)
     @on_a_job
     def succeed(self, job):
-        transitions.succeed(job, {"layers": []})
+        transitions.succeed(job, {"layers": []}, self.run_of(job))
 
     @rule(job=jobs)
     @on_a_job

@@ -3,6 +3,7 @@
 import logging
 import threading
 import time
+import uuid
 
 from app.operations import failpoints
 from tests.conftest import Actions, job_id_from, signed_in
@@ -291,7 +292,7 @@ def test_a_job_picked_up_past_its_lease_is_never_started_or_charged(app, actions
         u=user_id,
     )[0]
     with app.app_context():
-        assert transitions.start(job_id) is None
+        assert transitions.start(job_id, uuid.uuid4()) is None
         db.session.rollback()
     assert sql("SELECT status, error_code FROM assessment_jobs") == [
         ("failed", transitions.TOO_LATE)

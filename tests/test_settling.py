@@ -14,7 +14,7 @@ from app.operations import failpoints
 from app.points import billing, incidents
 from tests.conftest import signed_in, wait_for
 from tests.test_reaper import stale_charged_job
-from tests.test_sweep import ledger_check, settled_and_refunded
+from tests.test_sweep import ledger_check, long_job, settled_and_refunded
 
 
 def lock_waiters(sql):
@@ -160,3 +160,22 @@ def test_a_job_that_waited_past_the_deadline_fails_before_it_is_charged(make_app
     html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
     assert 'data-billing="not_charged"' in html
     assert "No point was used." in html
+
+
+def test_a_task_delivered_again_runs_no_paid_work_twice(make_app, sql):
+    # A manual retry, a second defer or procrastinate's retry_stalled_jobs hands a worker
+    # the task of a job that is running already: it must do nothing, not run the paid
+    # work a second time on the one charge, nor take the first run's heartbeat away.
+    app, provider, job_id = long_job(make_app, sql)
+    runner = app.extensions["runner"]
+    again = threading.Thread(target=procrastinate_executor.run_task, args=(app, str(job_id)))
+
+    again.start()
+    again.join(5)  # a second run would sit in the provider's minute-long fetch
+
+    assert not again.is_alive()
+    assert runner.running_ids() == [job_id]  # the first run still has its heartbeat
+    assert sql("SELECT status FROM assessment_jobs") == [("running",)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(1,)]
+    sql("UPDATE assessment_jobs SET status = 'failed' WHERE id = %(j)s", j=job_id)
+    wait_for(lambda: runner.running_ids() == [] and not again.is_alive(), timeout=5)

@@ -71,6 +71,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
     """
     app = current_app._get_current_object()
     lease = Lease(app.config["JOB_LEASE_SECONDS"], app.extensions["runner"])
+    run_id = uuid.uuid4()  # this run's identity in the row: a second delivery is not it
 
     def progress(step: str, percent: int) -> None:
         if stop.is_set():
@@ -90,12 +91,14 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
 
     try:
         try:
-            started = dbretry.retry(lambda: transitions.start(job_id), until=lease.end(), stop=stop)
+            started = dbretry.retry(
+                lambda: transitions.start(job_id, run_id), until=lease.end(), stop=stop
+            )
         except ledger.InsufficientPoints:
             _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.", lease)
             return
         if started is None:
-            log.info("job %s was no longer pending; not started", job_id)
+            log.info("job %s was no longer pending or is another run's; not started", job_id)
             return
         lease.renewed(time.monotonic())
         failpoints.hit("after_consume")
@@ -111,7 +114,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         failpoints.hit("before_success")
         # Retried until it commits or the lease runs out; the conditional UPDATE makes a
         # retry of a commit that landed a no-op, and succeed() reads that as done.
-        if dbretry.retry(lambda: transitions.succeed(job_id, result), until=lease.end()):
+        if dbretry.retry(lambda: transitions.succeed(job_id, result, run_id), until=lease.end()):
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)

@@ -95,19 +95,23 @@ class Runner:
 
         For a queue worker's threads: the job gets the same heartbeat, the same stop
         signal when its row stops running, and the same settling at shutdown. The stop
-        signal is already set when this process is shutting down.
+        signal is already set when this process is shutting down. A second delivery of
+        a job that lives here already leaves the first its heartbeat and stop signal.
         """
         stop = threading.Event()
         with self._lock:
             if self._closing:
                 stop.set()
-            self._live[job_id] = stop
+            first = job_id not in self._live
+            if first:
+                self._live[job_id] = stop
         self._ensure_heartbeat()
         try:
             yield stop
         finally:
-            with self._lock:
-                self._live.pop(job_id, None)
+            if first:
+                with self._lock:
+                    self._live.pop(job_id, None)
 
     def wait(self, timeout: float) -> bool:
         """Wait until no job lives in this process; False if some still run after timeout."""

@@ -123,7 +123,7 @@ def in_flight_job(user_id: int) -> uuid.UUID | None:
     ).scalar_one_or_none()
 
 
-def start(job_id: uuid.UUID) -> Row | None:
+def start(job_id: uuid.UUID, run_id: uuid.UUID) -> Row | None:
     """Move a job from pending to running and charge its point, in one transaction.
 
     Return the job's row, or None if it is no longer pending (reaped meanwhile) or is
@@ -131,30 +131,32 @@ def start(job_id: uuid.UUID) -> Row | None:
     here, uncharged, with "no point was used"). The
     UPDATE locks the row until the commit, so a reaper or the shutdown hook that comes
     in between waits and then sees a running, charged job: a job is running only if it
-    was charged, and nothing can settle it before the charge lands.
+    was charged, and nothing can settle it before the charge lands. The run that
+    starts it writes its run_id: only that run may carry on with it or finish it.
     """
     row = db.session.execute(
         text(
             "UPDATE assessment_jobs j SET status = 'running', started_at = now(),"
-            " heartbeat_at = now(), step = 'Starting'"
+            " heartbeat_at = now(), step = 'Starting', run_id = :run"
             f" WHERE j.id = :id AND j.status = 'pending' AND NOT {STALE}"
             " RETURNING j.user_id, j.lang, j.area"
         ),
-        {"id": job_id, **ages()},
+        {"id": job_id, "run": run_id, **ages()},
     ).first()
     if row is None:
         db.session.rollback()
         if too_late(job_id):
             return None
-        # Only the job's own thread moves it to running: a running row is this thread's
-        # earlier attempt, whose commit (start and charge) landed before its connection
-        # dropped. It is started and charged; carry on with it.
+        # A running row with this run's id is this run's earlier attempt, whose commit
+        # (start and charge) landed before its connection dropped: it is started and
+        # charged, carry on with it. Another run's id: a second delivery of the task,
+        # which must not run the paid work again.
         mine = db.session.execute(
             text(
                 "SELECT user_id, lang, area FROM assessment_jobs"
-                " WHERE id = :id AND status = 'running'"
+                " WHERE id = :id AND status = 'running' AND run_id = :run"
             ),
-            {"id": job_id},
+            {"id": job_id, "run": run_id},
         ).first()
         db.session.rollback()
         return mine
@@ -225,25 +227,27 @@ def done_step(result: dict[str, Any]) -> str:
     return CACHED_STEP if cache.get("misses") == 0 and cache.get("hits") else DONE_STEP
 
 
-def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
+def succeed(job_id: uuid.UUID, result: dict[str, Any], run_id: uuid.UUID) -> bool:
     """Record a job's result; False if it was reaped meanwhile (the result is dropped).
 
-    Only the job's own thread sets 'succeeded': a row found so is this thread's earlier
-    attempt, whose commit landed before its connection dropped. That is done, not lost.
+    Only the run that started the job sets 'succeeded': a row found so with this run's
+    id is this run's earlier attempt, whose commit landed before its connection
+    dropped. That is done, not lost.
     """
     done = db.session.execute(
         text(
             "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
             " step = :step, progress = 100, result = CAST(:r AS jsonb),"
             " message = 'Your report is ready.'"
-            f" WHERE id = :id AND status = 'running' RETURNING user_id, {DURATION}"
+            " WHERE id = :id AND status = 'running' AND run_id = :run"
+            f" RETURNING user_id, {DURATION}"
         ),
-        {"id": job_id, "r": _json(result), "step": done_step(result)},
+        {"id": job_id, "r": _json(result), "step": done_step(result), "run": run_id},
     ).first()
     db.session.commit()
     if done is None:
         # An earlier attempt's commit landed but raised before it was counted: count it.
-        if status_of(job_id) != "succeeded":
+        if _succeeded_by(job_id, run_id) is None:
             return False
         done = _finished_row(job_id)
     metrics.job_finished(job_id, done.user_id, "succeeded", None, done.duration)
@@ -260,6 +264,18 @@ def _finished_row(job_id: uuid.UUID) -> Row:
     ).one()
     db.session.rollback()
     return row
+
+
+def _succeeded_by(job_id: uuid.UUID, run_id: uuid.UUID) -> uuid.UUID | None:
+    found = db.session.execute(
+        text(
+            "SELECT id FROM assessment_jobs"
+            " WHERE id = :id AND status = 'succeeded' AND run_id = :run"
+        ),
+        {"id": job_id, "run": run_id},
+    ).scalar_one_or_none()
+    db.session.rollback()
+    return found
 
 
 def status_of(job_id: uuid.UUID) -> str | None:
