@@ -6,12 +6,17 @@ failpoint, or by wrapping one call to hold its caller at the moment that matters
 
 import json
 import threading
+import time
+
+import psycopg
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from app.assessment import resolve_place
 from app.extensions import db
-from app.jobs import procrastinate_executor, transitions
+from app.jobs import pipeline, procrastinate_executor, transitions
 from app.operations import failpoints
-from app.points import billing, incidents
+from app.points import billing, incidents, ledger
 from tests.conftest import signed_in, wait_for
 from tests.test_reaper import stale_charged_job
 from tests.test_sweep import ledger_check, long_job, settled_and_refunded
@@ -179,3 +184,76 @@ def test_a_task_delivered_again_runs_no_paid_work_twice(make_app, sql):
     assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(1,)]
     sql("UPDATE assessment_jobs SET status = 'failed' WHERE id = %(j)s", j=job_id)
     wait_for(lambda: runner.running_ids() == [] and not again.is_alive(), timeout=5)
+
+
+def lost(statement):
+    """The error a statement raises when the connection drops before its answer."""
+    return OperationalError(statement, {}, psycopg.OperationalError("server closed the connection"))
+
+
+def test_a_failure_whose_commit_answer_was_lost_is_still_settled(make_app, sql, monkeypatch):
+    # fail()'s commit lands and its answer is lost: the retry finds the job failed
+    # already, and must settle it rather than leave it "checking" for a poll or the sweep.
+    app, _, actions = signed_in(make_app)
+    job_id = stale_charged_job(actions, sql)
+    sql("UPDATE assessment_jobs SET heartbeat_at = now(), created_at = now(), started_at = now()")
+    real_commit = Session.commit
+
+    def commit_then_lose_the_answer(self):
+        real_commit(self)
+        monkeypatch.setattr(Session, "commit", real_commit)
+        raise lost("COMMIT")
+
+    with app.app_context():
+        lease = pipeline.Lease(app.config["JOB_LEASE_SECONDS"], app.extensions["runner"])
+        monkeypatch.setattr(Session, "commit", commit_then_lose_the_answer)
+        pipeline._fail(job_id, "INTERNAL_ERROR", "The assessment failed.", lease)
+        db.session.remove()
+
+    assert settled_and_refunded(sql, job_id)
+    assert sql("SELECT count(*) FROM incidents") == [(0,)]
+
+
+def test_a_blip_in_the_finalizer_is_retried_not_sent_to_support(make_app, sql, monkeypatch):
+    app, _, actions = signed_in(make_app)
+    job_id = stale_charged_job(actions, sql)
+    real_lookup = ledger.consume_for_job
+    calls = []
+
+    def lookup_once_lost(job):
+        calls.append(job)
+        if len(calls) == 1:
+            raise lost("SELECT")
+        return real_lookup(job)
+
+    monkeypatch.setattr(ledger, "consume_for_job", lookup_once_lost)
+    with app.app_context():
+        assert transitions.fail_and_settle(job_id, transitions.INTERRUPTED, "stopped")
+        db.session.remove()
+
+    assert len(calls) == 2
+    assert settled_and_refunded(sql, job_id)
+    assert sql("SELECT count(*) FROM incidents") == [(0,)]
+
+
+def test_a_ledger_that_stays_unreadable_goes_to_support_once_the_retries_end(
+    make_app, sql, monkeypatch
+):
+    app, _, actions = signed_in(make_app)
+    job_id = stale_charged_job(actions, sql)
+    user_id = sql("SELECT id FROM users")[0][0]
+    calls = []
+
+    def lookup_always_lost(job):
+        calls.append(job)
+        raise lost("SELECT")
+
+    monkeypatch.setattr(ledger, "consume_for_job", lookup_always_lost)
+    with app.app_context():
+        assert transitions.reap(job_id)
+        assert not billing.finalize(job_id, user_id, until=time.monotonic() + 0.3)
+        db.session.remove()
+
+    assert len(calls) > 1
+    assert sql("SELECT code, resolved_at FROM incidents") == [(billing.LOOKUP_FAILED, None)]
+    assert sql("SELECT finalized_at FROM assessment_jobs") == [(None,)]

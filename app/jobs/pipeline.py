@@ -180,8 +180,12 @@ class Lease:
 def _fail(job_id: uuid.UUID, code: str, message: str, lease: Lease) -> None:
     dbretry.rollback()
     try:
-        # fail_and_settle is conditional and finalize idempotent: a retry is safe.
-        dbretry.retry(lambda: transitions.fail_and_settle(job_id, code, message), until=lease.end())
+        # fail_and_settle is conditional and finalize idempotent: a retry is safe, and
+        # a retry after a fail() whose answer was lost still settles the job.
+        dbretry.retry(
+            lambda: transitions.fail_and_settle(job_id, code, message, until=lease.end()),
+            until=lease.end(),
+        )
     except Exception as exc:
         if not dbretry.is_transient(exc):
             raise

@@ -332,14 +332,37 @@ def cancel(job_id: uuid.UUID, user_id: int) -> bool:
 
 
 def fail_and_settle(
-    job_id: uuid.UUID, error_code: str, message: str, path: str = "finalizer"
+    job_id: uuid.UUID,
+    error_code: str,
+    message: str,
+    path: str = "finalizer",
+    until: float | None = None,
 ) -> bool:
-    """Fail a pending or running job and settle its point; False if it had ended already."""
+    """Fail a pending or running job and settle its point; False if it had ended already.
+
+    A failed job that is not settled yet is settled either way: it may be this call's
+    own retry, whose fail() committed before its answer was lost. `until` bounds how
+    long the finalizer retries a blip (the job's lease).
+    """
     user_id = fail(job_id, error_code, message)
     if user_id is None:
+        if (owner := _unsettled_owner(job_id)) is not None:
+            billing.finalize(job_id, owner, path=path, until=until)
         return False
-    billing.finalize(job_id, user_id, path=path)
+    billing.finalize(job_id, user_id, path=path, until=until)
     return True
+
+
+def _unsettled_owner(job_id: uuid.UUID) -> int | None:
+    owner = db.session.execute(
+        text(
+            "SELECT user_id FROM assessment_jobs"
+            " WHERE id = :id AND status = 'failed' AND finalized_at IS NULL"
+        ),
+        {"id": job_id},
+    ).scalar_one_or_none()
+    db.session.rollback()
+    return owner
 
 
 def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
