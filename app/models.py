@@ -173,6 +173,8 @@ class Job(db.Model):
             "status IN ('pending', 'running', 'succeeded', 'failed')", name="ck_jobs_status"
         ),
         CheckConstraint("lang IN ('en', 'ja')", name="ck_jobs_lang"),
+        # Written with the clock's time, never the transaction's: no negative durations.
+        CheckConstraint("finished_at >= started_at", name="ck_jobs_finished_after_start"),
         # At most one job in flight per user: a second concurrent submit fails
         # with a unique violation (23505), which the app answers with 409.
         Index(

@@ -9,6 +9,8 @@ import threading
 import time
 
 import psycopg
+import pytest
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -257,3 +259,34 @@ def test_a_ledger_that_stays_unreadable_goes_to_support_once_the_retries_end(
     assert len(calls) > 1
     assert sql("SELECT code, resolved_at FROM incidents") == [(billing.LOOKUP_FAILED, None)]
     assert sql("SELECT finalized_at FROM assessment_jobs") == [(None,)]
+
+
+def test_a_cancel_in_a_transaction_older_than_the_start_ends_after_the_start(make_app, sql):
+    # The cancel route runs inside the transaction the user loader opened: now() is that
+    # transaction's start, which may precede the job's start committed meanwhile.
+    app, _, actions = signed_in(make_app)
+    user_id = sql("SELECT id FROM users")[0][0]
+    job_id = sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang) VALUES (%(u)s, 'x', 'en')"
+        " RETURNING id",
+        u=user_id,
+    )[0][0]
+    with app.app_context():
+        db.session.execute(text("SELECT 1 FROM users WHERE id = :u"), {"u": user_id})  # the loader
+        time.sleep(0.01)  # the job starts a moment later, on its own connection
+        sql("UPDATE assessment_jobs SET status = 'running', started_at = clock_timestamp()")
+        assert transitions.cancel(job_id, user_id)
+        db.session.remove()
+
+    assert sql("SELECT finished_at >= started_at FROM assessment_jobs") == [(True,)]
+
+
+def test_the_database_refuses_a_job_that_finished_before_it_started(make_app, sql):
+    make_app()
+    sql("INSERT INTO users (email, password_hash) VALUES ('c@example.com', 'x')")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        sql(
+            "INSERT INTO assessment_jobs (user_id, query_text, lang, status, started_at,"
+            " finished_at) SELECT id, 'x', 'en', 'failed', now(), now() - interval '1 s'"
+            " FROM users"
+        )

@@ -55,6 +55,12 @@ STALE = (
 )
 
 
+# The moment a job ends, on the clock, not now(): now() is the start of the caller's
+# transaction, which may be older than the job's start (the cancel route runs in the
+# transaction the user loader opened). Never before the start: a CHECK says so too.
+FINISHED_NOW = "greatest(clock_timestamp(), started_at)"
+
+
 def ages() -> dict[str, float]:
     """Return the STALE predicate's parameters from the app's configuration."""
     return {
@@ -136,7 +142,7 @@ def start(job_id: uuid.UUID, run_id: uuid.UUID) -> Row | None:
     """
     row = db.session.execute(
         text(
-            "UPDATE assessment_jobs j SET status = 'running', started_at = now(),"
+            "UPDATE assessment_jobs j SET status = 'running', started_at = clock_timestamp(),"
             " heartbeat_at = now(), step = 'Starting', run_id = :run"
             f" WHERE j.id = :id AND j.status = 'pending' AND NOT {STALE}"
             " RETURNING j.user_id, j.lang, j.area"
@@ -183,7 +189,7 @@ def too_late(job_id: uuid.UUID) -> bool:
     """
     failed = db.session.execute(
         text(
-            "UPDATE assessment_jobs j SET status = 'failed', finished_at = now(),"
+            f"UPDATE assessment_jobs j SET status = 'failed', finished_at = {FINISHED_NOW},"
             " error_code = :c, message = :m"
             f" WHERE j.id = :id AND j.status = 'pending' AND {STALE}"
             f" RETURNING j.user_id, {DURATION}"
@@ -236,7 +242,7 @@ def succeed(job_id: uuid.UUID, result: dict[str, Any], run_id: uuid.UUID) -> boo
     """
     done = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
+            f"UPDATE assessment_jobs SET status = 'succeeded', finished_at = {FINISHED_NOW},"
             " step = :step, progress = 100, result = CAST(:r AS jsonb),"
             " message = 'Your report is ready.'"
             " WHERE id = :id AND status = 'running' AND run_id = :run"
@@ -291,7 +297,7 @@ def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
     """Mark a pending or running job failed; return its owner, or None if already ended."""
     done = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            f"UPDATE assessment_jobs SET status = 'failed', finished_at = {FINISHED_NOW},"
             " error_code = :c, message = :m"
             f" WHERE id = :id AND status IN ('pending', 'running') RETURNING user_id, {DURATION}"
         ),
@@ -316,7 +322,7 @@ def cancel(job_id: uuid.UUID, user_id: int) -> bool:
     """
     done = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            f"UPDATE assessment_jobs SET status = 'failed', finished_at = {FINISHED_NOW},"
             " error_code = :c, message = 'You cancelled this assessment.'"
             " WHERE id = :id AND user_id = :u AND status IN ('pending', 'running')"
             f" RETURNING id, {DURATION}"
@@ -389,7 +395,7 @@ def reap(job_id: uuid.UUID) -> bool:
     reaped = db.session.execute(
         text(
             "UPDATE assessment_jobs j SET status = 'failed', error_code = 'INTERRUPTED',"
-            " message = :m, finished_at = now()"
+            f" message = :m, finished_at = {FINISHED_NOW}"
             f" WHERE j.id = :id AND {STALE} RETURNING j.user_id, {DURATION},"
             # The reap left heartbeat_at as it was: how long the job had been silent.
             " extract(epoch FROM now() - coalesce(j.heartbeat_at, j.started_at, j.created_at))"

@@ -1,9 +1,15 @@
-"""assessment_jobs.run_id: which run of a job started it
+"""assessment_jobs.run_id: which run of a job started it; a job never ends before it starts
 
 A job's task may be delivered more than once (a manual retry, a second defer,
 procrastinate's retry_stalled_jobs). The run that moves a job to running writes its
 own id here; start() and succeed() match on it, so a second run finds the row not
 its own and does nothing instead of running the paid work again on the one charge.
+
+finished_at was written with now(), the start of the writer's transaction, which could
+precede a start committed meanwhile (a cancel in the transaction the user loader
+opened): negative durations. The transitions now write the clock's time; the CHECK
+keeps it so. A row already written so is given its start as its end (a zero duration,
+the closest honest figure) before the CHECK is added.
 
 Revision ID: i24_jobs
 Revises: 0006
@@ -23,7 +29,14 @@ depends_on = None
 
 def upgrade():
     op.add_column("assessment_jobs", sa.Column("run_id", postgresql.UUID(), nullable=True))
+    op.execute(
+        "UPDATE assessment_jobs SET finished_at = started_at WHERE finished_at < started_at"
+    )
+    op.create_check_constraint(
+        "ck_jobs_finished_after_start", "assessment_jobs", "finished_at >= started_at"
+    )
 
 
 def downgrade():
+    op.drop_constraint("ck_jobs_finished_after_start", "assessment_jobs", type_="check")
     op.drop_column("assessment_jobs", "run_id")
