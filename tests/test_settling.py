@@ -19,7 +19,7 @@ from app.extensions import db
 from app.jobs import pipeline, procrastinate_executor, transitions
 from app.operations import failpoints
 from app.points import billing, incidents, ledger
-from tests.conftest import signed_in, wait_for
+from tests.conftest import job_id_from, signed_in, wait_for
 from tests.test_reaper import stale_charged_job
 from tests.test_sweep import ledger_check, long_job, settled_and_refunded
 
@@ -290,3 +290,26 @@ def test_the_database_refuses_a_job_that_finished_before_it_started(make_app, sq
             " finished_at) SELECT id, 'x', 'en', 'failed', now(), now() - interval '1 s'"
             " FROM users"
         )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"query": "札幌市"},  # a place the user has a report of
+        {"query": "Osaka"},  # one they have none of
+        {"query": ""},  # a form error
+        {"query": "札幌市", "lang": "xx"},
+    ],
+)
+def test_a_revoked_session_is_sent_to_log_in_whatever_it_posts(make_app, sql, fields):
+    app, client, actions = signed_in(make_app)
+    job_id_from(actions.submit("札幌市"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    token = actions.token("/assessments/new")
+    sql("UPDATE users SET session_generation = session_generation + 1")  # logged out elsewhere
+
+    response = client.post("/assessments", data={"lang": "en", "csrf_token": token, **fields})
+
+    assert response.status_code == 302
+    assert "/login" in response.headers["Location"]
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
