@@ -143,4 +143,5 @@ def test_a_queue_worker_refunds_a_longer_job_before_it_exits(live, live_worker, 
         ("refund",),
     ]
     assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert sql("SELECT status FROM procrastinate_jobs") == [("failed",)]  # as its job
     assert ledger_check(database_url).returncode == 0

@@ -95,14 +95,16 @@ class Runner:
 
         For a queue worker's threads: the job gets the same heartbeat, the same stop
         signal when its row stops running, and the same settling at shutdown. The stop
-        signal is already set when this process is shutting down. A second delivery of
-        a job that lives here already leaves the first its heartbeat and stop signal.
+        signal is already set when this process is shutting down, and such a job is
+        not counted here (the shutdown does not settle it: it never started). A second
+        delivery of a job that lives here already leaves the first its heartbeat and
+        stop signal.
         """
         stop = threading.Event()
         with self._lock:
             if self._closing:
                 stop.set()
-            first = job_id not in self._live
+            first = not self._closing and job_id not in self._live
             if first:
                 self._live[job_id] = stop
         self._ensure_heartbeat()
