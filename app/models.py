@@ -8,12 +8,14 @@ from typing import Any
 from flask_login import UserMixin
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     ForeignKey,
     Index,
     Integer,
     SmallInteger,
     Text,
+    false,
     func,
     text,
 )
@@ -205,6 +207,8 @@ class Job(db.Model):
     started_at: Mapped[datetime | None] = mapped_column(TZ)
     run_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))  # the run that started it
     heartbeat_at: Mapped[datetime | None] = mapped_column(TZ)
+    # Its process is finishing before a restart: the job page says so.
+    draining: Mapped[bool] = mapped_column(Boolean, server_default=false())
     finished_at: Mapped[datetime | None] = mapped_column(TZ)
     finalized_at: Mapped[datetime | None] = mapped_column(TZ)
     error_code: Mapped[str | None] = mapped_column(Text)

@@ -37,7 +37,7 @@ class Runner:
         self._lock = threading.Lock()
         self._live: dict[uuid.UUID, threading.Event] = {}  # job id -> its stop signal
         self._closing = False
-        self.draining = False  # read by the job page's poll: "finishing before a restart"
+        self.draining = False  # written to its jobs' rows: "finishing before a restart"
         self._heartbeat: threading.Thread | None = None
         self._wake = threading.Event()
         self.last_beat = 0.0  # monotonic start of the last heartbeat that reached the database
@@ -146,7 +146,7 @@ class Runner:
                 continue
             try:
                 with self.app.app_context():
-                    alive = transitions.heartbeat(ids)
+                    alive = transitions.heartbeat(ids, self.draining)
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the lease covers it
                 if dbretry.is_transient(exc):
                     dbretry.outage.failed(exc)  # one line per outage, not one per beat
@@ -169,8 +169,13 @@ class Runner:
     def drain(self, seconds: float) -> None:
         """Let running jobs finish for up to seconds, then fail and settle the rest."""
         self.stop_admitting()
-        if seconds > 0 and self.running_ids():
-            log.warning("draining: waiting up to %g s for %d job(s)", seconds, len(self._live))
+        if seconds > 0 and (ids := self.running_ids()):
+            log.warning("draining: waiting up to %g s for %d job(s)", seconds, len(ids))
+            try:  # their pages say so now, not at the next heartbeat (which says it too)
+                with self.app.app_context():
+                    transitions.heartbeat(ids, draining=True)
+            except Exception:  # noqa: BLE001 - the next heartbeat writes it
+                log.exception("could not mark the draining jobs")
             self.wait(seconds)
         self.shutdown()
 

@@ -371,19 +371,21 @@ def _unsettled_owner(job_id: uuid.UUID) -> int | None:
     return owner
 
 
-def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+def heartbeat(job_ids: list[uuid.UUID], draining: bool = False) -> set[uuid.UUID]:
     """Refresh the heartbeat of live jobs; return the ids that are still pending or running.
 
     A job whose lease ran out (the database was out of reach for longer) is the
     reaper's: a late heartbeat does not revive it, and its thread is told to stop.
+    The beat also says whether the process running them is draining: their job pages
+    read it from the row, whichever process answers the poll.
     """
     rows = db.session.execute(
         text(
-            "UPDATE assessment_jobs j SET heartbeat_at = now()"
+            "UPDATE assessment_jobs j SET heartbeat_at = now(), draining = :draining"
             f" WHERE j.id = ANY(:ids) AND NOT {STALE} AND j.status IN ('pending', 'running')"
             " RETURNING j.id"
         ),
-        {"ids": job_ids, **ages()},
+        {"ids": job_ids, "draining": draining, **ages()},
     ).scalars()
     alive = set(rows)
     db.session.commit()

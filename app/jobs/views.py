@@ -45,6 +45,7 @@ class JobView:
     version: str = ""  # the row but for the clock (see row_version): the fragment's ETag
     error_code: str | None = None  # why it failed: CANCELLED is the user's own cancel
     typical: float | None = None  # seconds the recent jobs took (estimate.py), if known
+    draining: bool = False  # the process running it is finishing before a restart
 
     @property
     def layers(self) -> list[tuple[Layer, bool]]:
@@ -115,6 +116,7 @@ OUTCOMES = ("pending", "running", "succeeded", "failed", "cancelled")
 VIEW_SQL = text(
     "SELECT j.id, j.status, j.error_code, j.message, j.step, j.progress, j.query_text,"
     " j.lang, j.area,"
+    " j.draining,"
     " u.point_balance AS balance,"
     " extract(epoch FROM coalesce(j.finished_at, now())"
     "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
@@ -218,6 +220,7 @@ def _as_view(row: Any) -> JobView:
         version=row_version(row),
         # Read at most once a minute per process: no query of its own on a poll.
         typical=estimate.typical_seconds() if row.status == "running" else None,
+        draining=row.draining,
     )
 
 

@@ -1,4 +1,5 @@
-"""assessment_jobs.run_id: which run of a job started it; a job never ends before it starts
+"""assessment_jobs.run_id: which run of a job started it; a job never ends before it starts;
+assessment_jobs.draining: the process running it is finishing before a restart
 
 A job's task may be delivered more than once (a manual retry, a second defer,
 procrastinate's retry_stalled_jobs). The run that moves a job to running writes its
@@ -10,6 +11,11 @@ precede a start committed meanwhile (a cancel in the transaction the user loader
 opened): negative durations. The transitions now write the clock's time; the CHECK
 keeps it so. A row already written so is given its start as its end (a zero duration,
 the closest honest figure) before the CHECK is added.
+
+The job page said "finishing before a restart" when the process that answered the
+poll was draining, whichever process ran the job. The process that runs it marks the
+row instead (with its heartbeat, which writes the row anyway); the poll's one SELECT
+reads it.
 
 Revision ID: i24_jobs
 Revises: 0006
@@ -29,6 +35,10 @@ depends_on = None
 
 def upgrade():
     op.add_column("assessment_jobs", sa.Column("run_id", postgresql.UUID(), nullable=True))
+    op.add_column(
+        "assessment_jobs",
+        sa.Column("draining", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
     op.execute(
         "UPDATE assessment_jobs SET finished_at = started_at WHERE finished_at < started_at"
     )
@@ -39,4 +49,5 @@ def upgrade():
 
 def downgrade():
     op.drop_constraint("ck_jobs_finished_after_start", "assessment_jobs", type_="check")
+    op.drop_column("assessment_jobs", "draining")
     op.drop_column("assessment_jobs", "run_id")
