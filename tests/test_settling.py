@@ -158,7 +158,8 @@ def test_a_job_that_waited_past_the_deadline_fails_before_it_is_charged(make_app
     app, client, actions = signed_in(make_app, JOB_MAX_RUNTIME_SECONDS=3)
     job_id = queued_job(sql, waited_seconds=4)
 
-    procrastinate_executor.run_task(app, str(job_id))
+    with pytest.raises(procrastinate_executor.JobNotSucceeded):  # the task fails, as its job
+        procrastinate_executor.run_task(app, str(job_id))
 
     assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
         ("failed", transitions.TOO_LATE, True)
@@ -321,3 +322,44 @@ def test_a_revoked_session_is_sent_to_log_in_whatever_it_posts(make_app, sql, fi
     assert response.status_code == 302
     assert "/login" in response.headers["Location"]
     assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+
+
+def test_a_row_lock_held_elsewhere_does_not_stop_the_other_jobs_heartbeats(
+    make_app, sql, database_url
+):
+    # One stalled transaction holds one job's row: the heartbeat of every other job of
+    # the process still lands, and the locked one is not told to stop (it is not known
+    # to have ended), so the reaper never throws live work away for it.
+    app = make_app()
+    jobs = []
+    for n in range(3):
+        sql("INSERT INTO users (email, password_hash) VALUES (%(e)s, 'x')", e=f"h{n}@example.com")
+        jobs.append(
+            sql(
+                "INSERT INTO assessment_jobs (user_id, query_text, lang, status, started_at,"
+                " heartbeat_at) SELECT id, 'x', 'en', 'running', now() - interval '1 s',"
+                " now() - interval '1 s' FROM users WHERE email = %(e)s RETURNING id",
+                e=f"h{n}@example.com",
+            )[0][0]
+        )
+    stalled = psycopg.connect(database_url)
+    stalled.execute("SELECT 1 FROM assessment_jobs WHERE id = %s FOR UPDATE", (jobs[0],))
+    beats = []
+
+    def beat():
+        with app.app_context():
+            beats.append(transitions.heartbeat(jobs))
+            db.session.remove()
+
+    try:
+        thread = threading.Thread(target=beat)
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive(), "the heartbeat waited for another session's row lock"
+    finally:
+        stalled.close()
+    thread.join(10)
+    assert beats == [set(jobs)]
+    assert sql(
+        "SELECT id FROM assessment_jobs WHERE heartbeat_at > now() - interval '0.5 s' ORDER BY id"
+    ) == sorted((j,) for j in jobs[1:])

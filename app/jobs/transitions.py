@@ -378,18 +378,29 @@ def heartbeat(job_ids: list[uuid.UUID], draining: bool = False) -> set[uuid.UUID
     reaper's: a late heartbeat does not revive it, and its thread is told to stop.
     The beat also says whether the process running them is draining: their job pages
     read it from the row, whichever process answers the poll.
+
+    One multi-row UPDATE for every job of the process: a row that another transaction
+    holds locked (a stalled one, say) is skipped, not waited for, so it cannot hold up
+    the beat of all the others. A skipped job is not known to have ended: it counts as
+    alive, and the next beat tries it again.
     """
     rows = db.session.execute(
         text(
-            "UPDATE assessment_jobs j SET heartbeat_at = now(), draining = :draining"
-            f" WHERE j.id = ANY(:ids) AND NOT {STALE} AND j.status IN ('pending', 'running')"
-            " RETURNING j.id"
+            "WITH free AS (SELECT id FROM assessment_jobs WHERE id = ANY(:ids)"
+            "   FOR UPDATE SKIP LOCKED),"
+            " beat AS (UPDATE assessment_jobs j SET heartbeat_at = now(), draining = :draining"
+            f"   FROM free WHERE j.id = free.id AND NOT {STALE}"
+            "   AND j.status IN ('pending', 'running') RETURNING j.id)"
+            # Ended: free but not beaten (no longer live), or no row at all.
+            " SELECT i.id FROM unnest(CAST(:ids AS uuid[])) AS i(id)"
+            " WHERE (i.id IN (SELECT id FROM free) AND i.id NOT IN (SELECT id FROM beat))"
+            "   OR NOT EXISTS (SELECT 1 FROM assessment_jobs a WHERE a.id = i.id)"
         ),
         {"ids": job_ids, "draining": draining, **ages()},
     ).scalars()
-    alive = set(rows)
+    ended = set(rows)
     db.session.commit()
-    return alive
+    return set(job_ids) - ended
 
 
 def reap(job_id: uuid.UUID) -> bool:
