@@ -300,3 +300,56 @@ def test_a_traceback_is_logged_once_a_minute_per_distinct_error():
     logger.removeHandler(handler)
     assert [with_traceback for _, with_traceback in records] == [True, False, True, False]
     assert records[1][0].startswith("poll 7 failed [builtins.ValueError: a: traceback shown")
+
+
+def test_each_role_of_connection_has_its_time_limits(make_app):
+    import asyncio
+    import threading
+
+    from sqlalchemy import text
+
+    from app.database import limits
+    from app.extensions import db
+    from app.jobs import procrastinate_executor
+
+    app = make_app()
+    shown = "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
+
+    def limits_here():
+        with app.app_context():
+            row = tuple(db.session.execute(text(shown)).one())
+            db.session.remove()
+            return row
+
+    assert limits_here() == ("10s", "5s")  # a page or a poll
+    with limits.role("sweep"):
+        assert limits_here() == ("30s", "5s")
+    with limits.role("migrate"):
+        assert limits_here() == ("0", "0")
+    assert limits_here() == ("10s", "5s")  # the same pooled connection, back to its role
+
+    seen = []
+    app.extensions["runner"].reserve()  # a job thread holds a slot, as a submit takes one
+    app.extensions["runner"].start(uuid.uuid4(), lambda job, stop: seen.append(limits_here()))
+    assert app.extensions["runner"].wait(10)
+    beat = threading.Thread(
+        target=lambda: (limits.set_role("heartbeat"), seen.append(limits_here()))
+    )
+    beat.start()
+    beat.join(10)
+    assert seen == [("15s", "5s"), ("5s", "1s")]
+
+    # Every pool keeps its connections alive, the queue's too, which has limits of its own.
+    with app.app_context():
+        raw = db.engine.raw_connection()
+        assert raw.driver_connection.info.get_parameters()["keepalives"] == "1"
+        raw.close()
+    queue = procrastinate_executor.queue_app(app)
+
+    async def queue_connection():
+        async with queue.open_async():
+            async with queue.connector.pool.connection() as conn:
+                cur = await conn.execute(shown)
+                return conn.info.get_parameters()["keepalives"], await cur.fetchone()
+
+    assert asyncio.run(queue_connection()) == ("1", ("1min", "10s"))

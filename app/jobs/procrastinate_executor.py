@@ -20,6 +20,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
 from sqlalchemy.engine import make_url
 
+from ..database import limits
 from ..extensions import db
 from ..operations import failpoints
 from . import pipeline, transitions
@@ -121,6 +122,7 @@ def run_task(app: Flask, job_id: str) -> None:
     task says what happened to its job when the task ends.
     """
     job = uuid.UUID(job_id)
+    limits.set_role("job")  # this thread of the queue's executor runs jobs only
     with app.app_context():
         runner: Runner = app.extensions["runner"]
         with runner.track(job) as stop:
@@ -145,7 +147,12 @@ def libpq_url(app: Flask) -> str:
 def queue_app(app: Flask) -> procrastinate.App:
     """Return a procrastinate app on the same database with the assessment task registered."""
     queue = procrastinate.App(
-        connector=procrastinate.PsycopgConnector(conninfo=libpq_url(app), max_size=4)
+        connector=procrastinate.PsycopgConnector(
+            conninfo=libpq_url(app),
+            max_size=4,
+            # The same keepalives as the app's pool, and limits of its own.
+            kwargs={**limits.connect_args(), "options": limits.queue_options()},
+        )
     )
 
     @queue.task(name=TASK_NAME, queue=QUEUE, retry=REQUEUE)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from flask import Flask
 
-from ..database import dbretry
+from ..database import dbretry, limits
 from ..extensions import db
 from ..operations import metrics
 from . import transitions
@@ -79,6 +79,7 @@ class Runner:
             raise RunnerBusy() from None
 
     def _run(self, job_id, work, stop) -> None:
+        limits.set_role("job")
         try:
             with self.app.app_context():
                 work(job_id, stop)
@@ -139,6 +140,7 @@ class Runner:
 
     def _beat(self) -> None:
         """Keep live jobs' heartbeat fresh; tell jobs whose row stopped running to stop."""
+        limits.set_role("heartbeat")
         while not self._wake.wait(self.heartbeat_seconds):
             began = time.monotonic()  # before the snapshot: every job in it is covered
             ids = self.running_ids()
