@@ -90,16 +90,22 @@ def test_only_a_task_whose_job_settled_a_grace_ago_is_ended_with_its_outcome(mak
     sql("UPDATE procrastinate_jobs SET status = 'doing'")  # taken by a worker that then died
     with app.app_context():
         # Its job still pending or running (a draining worker's, a slow one's): left alone.
-        assert worker.close_settled_tasks(0) == 0
+        assert worker.close_settled_tasks(0, 60) == 0
         procrastinate_executor.run_task(app, str(job_id))  # the job succeeds; the task did not end
-        assert worker.close_settled_tasks(60) == 0  # settled only now: its worker may yet end it
+        assert worker.close_settled_tasks(60, 60) == 0  # settled only now: its worker may end it
         sql(
             "UPDATE assessment_jobs SET created_at = created_at - interval '61 seconds',"
             " started_at = started_at - interval '61 seconds',"
             " finished_at = finished_at - interval '61 seconds'"
         )
-        assert worker.close_settled_tasks(60) == 1
-        assert worker.close_settled_tasks(60) == 0  # once
+        # A live worker's task (its thread not back from a fetch yet) is never closed by
+        # another, however long ago its job settled: its worker records it when it returns.
+        (alive,) = sql("INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id")[0]
+        sql("UPDATE procrastinate_jobs SET worker_id = %(w)s", w=alive)
+        assert worker.close_settled_tasks(60, 60) == 0
+        sql("UPDATE procrastinate_workers SET last_heartbeat = now() - interval '61 seconds'")
+        assert worker.close_settled_tasks(60, 60) == 1
+        assert worker.close_settled_tasks(60, 60) == 0  # once
 
     assert sql("SELECT status, attempts FROM procrastinate_jobs") == [("succeeded", 1)]
     assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
