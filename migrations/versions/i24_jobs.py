@@ -18,7 +18,7 @@ row instead (with its heartbeat, which writes the row anyway); the poll's one SE
 reads it.
 
 Revision ID: i24_jobs
-Revises: 0006
+Revises: i24_brakes
 Create Date: 2026-12-01 15:40:00
 
 """
@@ -28,7 +28,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "i24_jobs"
-down_revision = "0006"
+down_revision = "i24_brakes"  # after the brakes: chained in the order they landed
 branch_labels = None
 depends_on = None
 
