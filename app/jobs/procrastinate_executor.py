@@ -122,8 +122,7 @@ def run_task(app: Flask, job_id: str) -> None:
     task says what happened to its job when the task ends.
     """
     job = uuid.UUID(job_id)
-    limits.set_role("job")  # this thread of the queue's executor runs jobs only
-    with app.app_context():
+    with limits.role("job"), app.app_context():
         runner: Runner = app.extensions["runner"]
         with runner.track(job) as stop:
             if stop.is_set():
