@@ -143,9 +143,9 @@ def test_the_runtime_limit_counts_from_the_start_not_from_the_queue(make_app, sq
     # Picked up a second before JOB_MAX_RUNTIME_SECONDS after it was queued, the job
     # still has its whole run time: it is not charged and then reaped mid-work.
     app, client, actions = signed_in(
-        make_app, JOB_MAX_RUNTIME_SECONDS=3, ASSESSMENT_WORK_SECONDS=2, JOB_HEARTBEAT_SECONDS=0.2
+        make_app, JOB_MAX_RUNTIME_SECONDS=4, ASSESSMENT_WORK_SECONDS=2, JOB_HEARTBEAT_SECONDS=0.2
     )
-    job_id = queued_job(sql, waited_seconds=2)
+    job_id = queued_job(sql, waited_seconds=3)
 
     procrastinate_executor.run_task(app, str(job_id))
 
