@@ -18,7 +18,7 @@ row instead (with its heartbeat, which writes the row anyway); the poll's one SE
 reads it.
 
 Revision ID: i24_jobs
-Revises: i24_brakes
+Revises: i27_purchases
 Create Date: 2026-12-01 15:40:00
 
 """
@@ -28,7 +28,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "i24_jobs"
-down_revision = "i24_brakes"  # after the brakes: chained in the order they landed
+down_revision = "i27_purchases"  # after the purchases: chained in the order they landed
 branch_labels = None
 depends_on = None
 
