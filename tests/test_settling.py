@@ -21,7 +21,7 @@ from app.operations import failpoints
 from app.points import billing, incidents, ledger
 from tests.conftest import job_id_from, signed_in, wait_for
 from tests.test_reaper import stale_charged_job
-from tests.test_sweep import ledger_check, long_job, settled_and_refunded
+from tests.test_sweep import WatchedDemo, ledger_check, settled_and_refunded
 
 
 def lock_waiters(sql):
@@ -174,7 +174,10 @@ def test_a_task_delivered_again_runs_no_paid_work_twice(make_app, sql):
     # A manual retry, a second defer or procrastinate's retry_stalled_jobs hands a worker
     # the task of a job that is running already: it must do nothing, not run the paid
     # work a second time on the one charge, nor take the first run's heartbeat away.
-    app, provider, job_id = long_job(make_app, sql)
+    app, _, actions = signed_in(make_app, MAX_CONCURRENT_JOBS=2)
+    app.extensions["layer_provider"] = WatchedDemo(60)  # each call sleeps a minute
+    job_id = job_id_from(actions.submit())
+    wait_for(lambda: sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(1,)])
     runner = app.extensions["runner"]
     outcomes = []
 
