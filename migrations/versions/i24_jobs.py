@@ -18,7 +18,7 @@ row instead (with its heartbeat, which writes the row anyway); the poll's one SE
 reads it.
 
 Revision ID: i24_jobs
-Revises: i27_purchases
+Revises: i27_fix
 Create Date: 2026-12-01 15:40:00
 
 """
@@ -28,7 +28,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "i24_jobs"
-down_revision = "i27_purchases"  # after the purchases: chained in the order they landed
+down_revision = "i27_fix"  # after the purchases and their fix: chained in the order they landed
 branch_labels = None
 depends_on = None
 
