@@ -10,7 +10,7 @@ from typing import Any
 from flask import Flask
 
 from . import config
-from .database import dbretry, embedded
+from .database import dbretry, embedded, limits
 from .extensions import babel, csrf, db, limiter, login_manager, migrate
 from .operations import failpoints, logs
 
@@ -22,7 +22,13 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         MAX_CONTENT_LENGTH=64 * 1024,
         # No pre-ping: it is a round trip on every checkout, as much as the poll's query.
         # Connections are recycled instead; one that broke fails its request and is dropped.
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_size": 10, "max_overflow": 30, "pool_recycle": 1800},
+        # Keepalives: a connection to a vanished server fails in seconds (database/limits.py).
+        SQLALCHEMY_ENGINE_OPTIONS={
+            "pool_size": 10,
+            "max_overflow": 30,
+            "pool_recycle": 1800,
+            "connect_args": limits.connect_args(),
+        },
         WTF_CSRF_TIME_LIMIT=None,
         **config.from_env(),
     )

@@ -8,12 +8,14 @@ from typing import Any
 from flask_login import UserMixin
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     ForeignKey,
     Index,
     Integer,
     SmallInteger,
     Text,
+    false,
     func,
     text,
 )
@@ -173,6 +175,8 @@ class Job(db.Model):
             "status IN ('pending', 'running', 'succeeded', 'failed')", name="ck_jobs_status"
         ),
         CheckConstraint("lang IN ('en', 'ja')", name="ck_jobs_lang"),
+        # Written with the clock's time, never the transaction's: no negative durations.
+        CheckConstraint("finished_at >= started_at", name="ck_jobs_finished_after_start"),
         # At most one job in flight per user: a second concurrent submit fails
         # with a unique violation (23505), which the app answers with 409.
         Index(
@@ -201,7 +205,10 @@ class Job(db.Model):
     area: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     started_at: Mapped[datetime | None] = mapped_column(TZ)
+    run_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))  # the run that started it
     heartbeat_at: Mapped[datetime | None] = mapped_column(TZ)
+    # Its process is finishing before a restart: the job page says so.
+    draining: Mapped[bool] = mapped_column(Boolean, server_default=false())
     finished_at: Mapped[datetime | None] = mapped_column(TZ)
     finalized_at: Mapped[datetime | None] = mapped_column(TZ)
     error_code: Mapped[str | None] = mapped_column(Text)

@@ -127,11 +127,14 @@ def test_a_queue_worker_refunds_a_longer_job_before_it_exits(live, live_worker, 
     worker = live_worker(**QUEUE, DRAIN_SECONDS=str(drain), ASSESSMENT_WORK_SECONDS="60")
     user = User(server)
     user.signup("long-queued@example.com")
-    submitted(user)
+    job_id = submitted(user)
     wait_for(lambda: running(sql))
 
     began = time.monotonic()
-    worker.stop(signal.SIGTERM)
+    worker.proc.send_signal(signal.SIGTERM)
+    # The web process is not draining, the worker that runs the job is: the page says so.
+    wait_for(lambda: "Finishing before a restart" in user.status(job_id)[3], timeout=drain)
+    worker.proc.wait(30)
 
     assert worker.proc.returncode == 0
     assert time.monotonic() - began >= drain  # the job was given its chance to finish
@@ -143,4 +146,5 @@ def test_a_queue_worker_refunds_a_longer_job_before_it_exits(live, live_worker, 
         ("refund",),
     ]
     assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert sql("SELECT status FROM procrastinate_jobs") == [("failed",)]  # as its job
     assert ledger_check(database_url).returncode == 0

@@ -357,9 +357,10 @@ def test_the_outage_page_and_the_drain_line_in_japanese(app):
             area=None,
             elapsed=1.0,
             balance=2,
+            draining=True,
         )
         status = app.jinja_env.get_template("partials/_job_status.html").render(
-            job=job, report=None, oob=True, config=app.config, draining=lambda: True
+            job=job, report=None, oob=True, config=app.config
         )
     assert '<html lang="ja">' in outage and "まもなく復旧します" in outage
     assert "再起動の前に処理を完了させています" in status

@@ -1,6 +1,7 @@
 """The job page's top bar moves with the job's billing: every poll carries the balance."""
 
 import re
+import uuid
 
 from app.extensions import db
 from app.jobs import transitions
@@ -25,7 +26,7 @@ def test_the_top_bar_follows_each_billing_change(make_app, sql):
     assert poll(client, job_id) == ("pending", 3, 1)
 
     with app.app_context():
-        assert transitions.start(job_id) is not None  # running, and charged
+        assert transitions.start(job_id, uuid.uuid4()) is not None  # running, and charged
     assert poll(client, job_id) == ("charged", 2, 1)
 
     with app.app_context():
@@ -39,7 +40,7 @@ def test_the_top_bar_shows_the_charge_of_a_succeeded_job(make_app, sql):
     user_id = sql("SELECT id FROM users")[0][0]
     job_id = insert_job(sql, user_id, "pending")
     with app.app_context():
-        transitions.start(job_id)
+        transitions.start(job_id, uuid.uuid4())
     assert poll(client, job_id) == ("charged", 2, 1)
     sql("UPDATE assessment_jobs SET status = 'succeeded', finished_at = now()")
     assert poll(client, job_id) == ("charged", 2, 1)

@@ -8,6 +8,7 @@ loses no work; pages get a polite 503 and keep polling; the log stays readable.
 
 import re
 import time
+import uuid
 
 import pytest
 import requests
@@ -178,6 +179,9 @@ def test_a_stalled_database_ends_each_job_once(proxied_live, db_proxy, sql, data
 # In-process: what a retry means for each transition, and the log's manners.
 
 
+RUN = uuid.uuid4()  # the one run that starts and finishes the test's job
+
+
 def running_job(app, sql):
     """Insert a pending job for a new user and start it (charged) in the app."""
     from app.jobs import transitions
@@ -191,7 +195,7 @@ def running_job(app, sql):
     sql("UPDATE users SET point_balance = 3")
     with app.app_context():
         job_id = transitions.create(user_id, "x", "en", None, 0)
-        assert transitions.start(job_id) is not None
+        assert transitions.start(job_id, RUN) is not None
     return job_id
 
 
@@ -202,10 +206,13 @@ def test_a_start_or_success_retried_after_its_commit_landed_is_done_once(make_ap
     job_id = running_job(app, sql)
     with app.app_context():
         # The first start committed but its answer was lost: the retry carries on.
-        again = transitions.start(job_id)
+        again = transitions.start(job_id, RUN)
         assert again is not None and again.lang == "en"
-        assert transitions.succeed(job_id, {"ok": 1})
-        assert transitions.succeed(job_id, {"ok": 1})  # the retry of a landed commit
+        assert transitions.succeed(job_id, {"ok": 1}, RUN)
+        assert transitions.succeed(job_id, {"ok": 1}, RUN)  # the retry of a landed commit
+        # Another run of the same job (its task delivered again) is not the first's retry.
+        assert transitions.start(job_id, uuid.uuid4()) is None
+        assert not transitions.succeed(job_id, {"ok": 2}, uuid.uuid4())
     assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
     assert sql("SELECT status, point_balance FROM assessment_jobs, users") == [("succeeded", 2)]
 
@@ -217,8 +224,8 @@ def test_a_reaped_job_does_not_succeed_on_retry(make_app, sql):
     job_id = running_job(app, sql)
     sql("UPDATE assessment_jobs SET status = 'failed'")
     with app.app_context():
-        assert transitions.start(job_id) is None
-        assert not transitions.succeed(job_id, {"ok": 1})
+        assert transitions.start(job_id, RUN) is None
+        assert not transitions.succeed(job_id, {"ok": 1}, RUN)
 
 
 def test_a_job_whose_lease_ran_out_is_not_revived(make_app, sql):
@@ -293,3 +300,56 @@ def test_a_traceback_is_logged_once_a_minute_per_distinct_error():
     logger.removeHandler(handler)
     assert [with_traceback for _, with_traceback in records] == [True, False, True, False]
     assert records[1][0].startswith("poll 7 failed [builtins.ValueError: a: traceback shown")
+
+
+def test_each_role_of_connection_has_its_time_limits(make_app):
+    import asyncio
+    import threading
+
+    from sqlalchemy import text
+
+    from app.database import limits
+    from app.extensions import db
+    from app.jobs import procrastinate_executor
+
+    app = make_app()
+    shown = "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
+
+    def limits_here():
+        with app.app_context():
+            row = tuple(db.session.execute(text(shown)).one())
+            db.session.remove()
+            return row
+
+    assert limits_here() == ("10s", "5s")  # a page or a poll
+    with limits.role("sweep"):
+        assert limits_here() == ("30s", "5s")
+    with limits.role("migrate"):
+        assert limits_here() == ("0", "0")
+    assert limits_here() == ("10s", "5s")  # the same pooled connection, back to its role
+
+    seen = []
+    app.extensions["runner"].reserve()  # a job thread holds a slot, as a submit takes one
+    app.extensions["runner"].start(uuid.uuid4(), lambda job, stop: seen.append(limits_here()))
+    assert app.extensions["runner"].wait(10)
+    beat = threading.Thread(
+        target=lambda: (limits.set_role("heartbeat"), seen.append(limits_here()))
+    )
+    beat.start()
+    beat.join(10)
+    assert seen == [("15s", "5s"), ("5s", "1s")]
+
+    # Every pool keeps its connections alive, the queue's too, which has limits of its own.
+    with app.app_context():
+        raw = db.engine.raw_connection()
+        assert raw.driver_connection.info.get_parameters()["keepalives"] == "1"
+        raw.close()
+    queue = procrastinate_executor.queue_app(app)
+
+    async def queue_connection():
+        async with queue.open_async():
+            async with queue.connector.pool.connection() as conn:
+                cur = await conn.execute(shown)
+                return conn.info.get_parameters()["keepalives"], await cur.fetchone()
+
+    assert asyncio.run(queue_connection()) == ("1", ("1min", "10s"))

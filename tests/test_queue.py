@@ -73,7 +73,9 @@ def test_a_task_whose_job_is_settled_does_nothing(make_app, sql):
     with app.app_context():
         transitions.fail_and_settle(job_id, transitions.INTERRUPTED, "gone")
 
-    procrastinate_executor.run_task(app, str(job_id))  # delivered late, or twice
+    # Delivered late, or twice: nothing done, and the task ends with its job's outcome.
+    with pytest.raises(procrastinate_executor.JobNotSucceeded):
+        procrastinate_executor.run_task(app, str(job_id))
 
     assert sql("SELECT status, error_code FROM assessment_jobs") == [("failed", "INTERRUPTED")]
     assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
@@ -88,12 +90,67 @@ def test_only_a_task_whose_job_settled_a_grace_ago_is_ended_with_its_outcome(mak
     sql("UPDATE procrastinate_jobs SET status = 'doing'")  # taken by a worker that then died
     with app.app_context():
         # Its job still pending or running (a draining worker's, a slow one's): left alone.
-        assert worker.close_settled_tasks(0) == 0
+        assert worker.close_settled_tasks(0, 60) == 0
         procrastinate_executor.run_task(app, str(job_id))  # the job succeeds; the task did not end
-        assert worker.close_settled_tasks(60) == 0  # settled only now: its worker may yet end it
-        sql("UPDATE assessment_jobs SET finished_at = finished_at - interval '61 seconds'")
-        assert worker.close_settled_tasks(60) == 1
-        assert worker.close_settled_tasks(60) == 0  # once
+        assert worker.close_settled_tasks(60, 60) == 0  # settled only now: its worker may end it
+        sql(
+            "UPDATE assessment_jobs SET created_at = created_at - interval '61 seconds',"
+            " started_at = started_at - interval '61 seconds',"
+            " finished_at = finished_at - interval '61 seconds'"
+        )
+        # A live worker's task (its thread not back from a fetch yet) is never closed by
+        # another, however long ago its job settled: its worker records it when it returns.
+        (alive,) = sql("INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id")[0]
+        sql("UPDATE procrastinate_jobs SET worker_id = %(w)s", w=alive)
+        assert worker.close_settled_tasks(60, 60) == 0
+        sql("UPDATE procrastinate_workers SET last_heartbeat = now() - interval '61 seconds'")
+        assert worker.close_settled_tasks(60, 60) == 1
+        assert worker.close_settled_tasks(60, 60) == 0  # once
 
     assert sql("SELECT status, attempts FROM procrastinate_jobs") == [("succeeded", 1)]
     assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
+
+
+def work_the_queue(app):
+    """Run a procrastinate worker in this process until the queue has nothing due."""
+    queue = procrastinate_executor.queue_app(app)
+    queue.run_worker(
+        queues=[procrastinate_executor.QUEUE], wait=False, install_signal_handlers=False
+    )
+
+
+def test_the_queue_records_each_task_with_its_jobs_outcome(make_app, sql):
+    app, client, actions = signed_in(make_app, **QUEUE)
+    done = job_id_from(actions.submit())
+    work_the_queue(app)
+    _, _, other = signed_in(make_app, **QUEUE)
+    cancelled = job_id_from(other.submit())
+    with app.app_context():
+        transitions.fail_and_settle(cancelled, transitions.CANCELLED, "cancelled")
+
+    work_the_queue(app)
+
+    assert sql("SELECT args->>'job_id', status FROM procrastinate_jobs ORDER BY id") == [
+        (str(done), "succeeded"),
+        (str(cancelled), "failed"),
+    ]
+
+
+def test_a_task_taken_while_its_worker_stops_goes_back_to_the_queue_uncharged(make_app, sql):
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    app.extensions["runner"].stop_admitting()  # SIGTERM: this worker is stopping
+
+    work_the_queue(app)
+
+    assert sql("SELECT status, attempts FROM procrastinate_jobs") == [("todo", 1)]
+    assert sql("SELECT status FROM assessment_jobs") == [("pending",)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
+    # Another worker takes it once it is due, and runs it.
+    sql("UPDATE procrastinate_jobs SET scheduled_at = now()")
+    work_the_queue(make_app(**QUEUE))
+    assert sql("SELECT status FROM procrastinate_jobs") == [("succeeded",)]
+    assert sql("SELECT status FROM assessment_jobs") == [("succeeded",)]
+    assert sql("SELECT job_id = %(j)s FROM point_ledger WHERE kind = 'consume'", j=job_id) == [
+        (True,)
+    ]

@@ -3,6 +3,7 @@
 import logging
 import threading
 import time
+import uuid
 
 from app.operations import failpoints
 from tests.conftest import Actions, job_id_from, signed_in
@@ -278,8 +279,8 @@ def test_a_live_job_still_blocks_a_new_submit(make_app):
 
 
 def test_a_job_picked_up_past_its_lease_is_never_started_or_charged(app, actions, sql):
-    # A queue worker that takes a job only after its lease ran out must not charge it: the
-    # reaper owns that job, and it refunds nothing because nothing was used.
+    # A queue worker that takes a job only after its lease ran out must not charge it:
+    # the job fails there and then, and says that nothing was used.
     from app.extensions import db
     from app.jobs import transitions
 
@@ -291,9 +292,11 @@ def test_a_job_picked_up_past_its_lease_is_never_started_or_charged(app, actions
         u=user_id,
     )[0]
     with app.app_context():
-        assert transitions.start(job_id) is None
+        assert transitions.start(job_id, uuid.uuid4()) is None
         db.session.rollback()
-    assert sql("SELECT status FROM assessment_jobs") == [("pending",)]
+    assert sql("SELECT status, error_code FROM assessment_jobs") == [
+        ("failed", transitions.TOO_LATE)
+    ]
     assert sql("SELECT count(*) FROM point_ledger WHERE kind = 'consume'") == [(0,)]
 
 

@@ -175,10 +175,10 @@ def test_ledger_check_fails_on_jobs_past_their_lease_only(make_app, sql):
         j=job_id,
     )
     assert ledger_check(app).exit_code == 1
-    # A running job with a fresh heartbeat is no failure.
+    # A running job with a fresh heartbeat, started within the deadline, is no failure.
     sql(
         "UPDATE assessment_jobs SET status = 'running', finished_at = NULL,"
-        " created_at = now(), heartbeat_at = now() WHERE id = %(j)s",
+        " created_at = now(), started_at = now(), heartbeat_at = now() WHERE id = %(j)s",
         j=job_id,
     )
     assert ledger_check(app).exit_code == 0

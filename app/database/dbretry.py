@@ -37,14 +37,20 @@ def is_unreachable(exc: BaseException) -> bool:
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
     orig = _driver_error(exc)
-    if _rolled_back(orig):
-        return False  # it answered: a serialization failure or a deadlock
+    if _rolled_back(orig) or _timed_out(orig):
+        return False  # it answered: a serialization failure, a deadlock, a limit
     return isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def is_transient(exc: BaseException) -> bool:
     """Tell whether the same statement may succeed if tried again shortly."""
-    return is_unreachable(exc) or _rolled_back(_driver_error(exc))
+    orig = _driver_error(exc)
+    return is_unreachable(exc) or _rolled_back(orig) or _timed_out(orig)
+
+
+def _timed_out(orig: BaseException | None) -> bool:
+    # A limit of database/limits.py: lock_timeout (55P03) or statement_timeout (57014).
+    return isinstance(orig, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled)
 
 
 def _rolled_back(orig: BaseException | None) -> bool:

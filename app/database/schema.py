@@ -4,6 +4,7 @@ from flask_migrate import upgrade
 from sqlalchemy import text
 
 from ..extensions import db
+from . import limits
 
 # pg_advisory_lock key that serializes `upgrade` across processes ("HZMG").
 MIGRATION_LOCK = 0x485A4D47
@@ -15,7 +16,8 @@ def upgrade_once() -> None:
     Two web instances (or a web instance and a worker) starting together would otherwise
     both see the same old revision and both try to create the same tables.
     """
-    with db.engine.connect() as lock:
+    # No time limits: a migration may wait for another process's, and take long itself.
+    with limits.role("migrate"), db.engine.connect() as lock:
         lock.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
         try:
             upgrade()

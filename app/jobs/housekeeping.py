@@ -18,6 +18,7 @@ import time
 from flask import Flask
 from sqlalchemy import text
 
+from ..database import limits
 from ..extensions import db
 from . import sweep
 
@@ -71,6 +72,7 @@ def sweep_in_background(app: Flask) -> threading.Thread:
 
 
 def _sweep(app: Flask) -> None:
+    limits.set_role("sweep")
     try:
         with app.app_context():
             sweep.sweep()
@@ -79,6 +81,7 @@ def _sweep(app: Flask) -> None:
 
 
 def _run(app: Flask, due: list[str]) -> None:
+    limits.set_role("sweep")  # the purge is one UPDATE of old rows, as long at worst
     for name in due:
         try:
             with app.app_context():

@@ -44,15 +44,23 @@ def submit(
         same = next((r for r in reports if r.lang == lang), reports[0])
         raise AlreadyReported(same.id, same.lang)
     executor: Executor = current_app.extensions["executor"]
+    job = (user_id, query, lang, area.to_dict(), generation)
     try:
-        return executor.enqueue(user_id, query, lang, area.to_dict(), generation)
+        return executor.enqueue(*job)
     except transitions.AssessmentInFlight as exc:
         # The job in the way may be an orphan of a crash that nobody has polled since:
         # settle it the way a poll would, and if that frees the user, try once more.
         in_the_way = views.view(exc.job_id, user_id) if exc.job_id else None
         if in_the_way is None or in_the_way.status in ("pending", "running"):
             raise
-        return executor.enqueue(user_id, query, lang, area.to_dict(), generation)
+        return executor.enqueue(*job)
+    except transitions.NotEnoughPoints:
+        # Such an orphan may hold the last point: then the INSERT's balance check refuses
+        # before the one-in-flight index can say so. Settle the user's unsettled jobs as
+        # a poll would; if one of them was, the ledger answers the second INSERT.
+        if not views.settle_user_jobs(user_id):
+            raise
+        return executor.enqueue(*job)
 
 
 def run(job_id: uuid.UUID, stop: threading.Event) -> None:
@@ -63,6 +71,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
     """
     app = current_app._get_current_object()
     lease = Lease(app.config["JOB_LEASE_SECONDS"], app.extensions["runner"])
+    run_id = uuid.uuid4()  # this run's identity in the row: a second delivery is not it
 
     def progress(step: str, percent: int) -> None:
         if stop.is_set():
@@ -82,12 +91,14 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
 
     try:
         try:
-            started = dbretry.retry(lambda: transitions.start(job_id), until=lease.end(), stop=stop)
+            started = dbretry.retry(
+                lambda: transitions.start(job_id, run_id), until=lease.end(), stop=stop
+            )
         except ledger.InsufficientPoints:
             _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.", lease)
             return
         if started is None:
-            log.info("job %s was no longer pending; not started", job_id)
+            log.info("job %s was no longer pending or is another run's; not started", job_id)
             return
         lease.renewed(time.monotonic())
         failpoints.hit("after_consume")
@@ -103,7 +114,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         failpoints.hit("before_success")
         # Retried until it commits or the lease runs out; the conditional UPDATE makes a
         # retry of a commit that landed a no-op, and succeed() reads that as done.
-        if dbretry.retry(lambda: transitions.succeed(job_id, result), until=lease.end()):
+        if dbretry.retry(lambda: transitions.succeed(job_id, result, run_id), until=lease.end()):
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
@@ -169,8 +180,12 @@ class Lease:
 def _fail(job_id: uuid.UUID, code: str, message: str, lease: Lease) -> None:
     dbretry.rollback()
     try:
-        # fail_and_settle is conditional and finalize idempotent: a retry is safe.
-        dbretry.retry(lambda: transitions.fail_and_settle(job_id, code, message), until=lease.end())
+        # fail_and_settle is conditional and finalize idempotent: a retry is safe, and
+        # a retry after a fail() whose answer was lost still settles the job.
+        dbretry.retry(
+            lambda: transitions.fail_and_settle(job_id, code, message, until=lease.end()),
+            until=lease.end(),
+        )
     except Exception as exc:
         if not dbretry.is_transient(exc):
             raise

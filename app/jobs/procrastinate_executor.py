@@ -5,7 +5,8 @@ that admits at most MAX_QUEUED_JOBS jobs waiting or running across every process
 row without its task, no task without its row, nothing charged when the queue is full.
 A worker (worker.py) runs the task, which is pipeline.run exactly as on a thread:
 the same start-and-charge, heartbeat, conditional finish, reaper and finalizer.
-Procrastinate never retries it: a job that died is refunded by the reaper, not re-run.
+Procrastinate never retries it: a job that died is refunded by the reaper, not re-run;
+only a task taken while its worker stops goes back to the queue, never started.
 """
 
 import json
@@ -19,10 +20,11 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
 from sqlalchemy.engine import make_url
 
+from ..database import limits
 from ..extensions import db
 from ..operations import failpoints
 from . import pipeline, transitions
-from .runner import SHUTDOWN_MESSAGE, Runner, RunnerBusy
+from .runner import Runner, RunnerBusy
 
 log = logging.getLogger(__name__)
 
@@ -100,18 +102,39 @@ def _args(job_id: uuid.UUID) -> str:
     return json.dumps({"job_id": str(job_id)})
 
 
+class Requeued(Exception):
+    """This worker is stopping: the task goes back to the queue, its job untouched."""
+
+
+class JobNotSucceeded(Exception):
+    """The task's job did not succeed: the queue records the task failed, as its job."""
+
+
+# Only a task taken while its worker stops is tried again, by another worker a second
+# later; a failed or stalled paid job is refunded by the reaper, never re-run.
+REQUEUE = procrastinate.RetryStrategy(retry_exceptions=[Requeued], wait=1)
+
+
 def run_task(app: Flask, job_id: str) -> None:
-    """Run one deferred job as the thread executor would; a settled job is left alone."""
+    """Run one deferred job as the thread executor would; a settled job is left alone.
+
+    Returns only if the job succeeded: otherwise it raises, so the queue's record of the
+    task says what happened to its job when the task ends.
+    """
     job = uuid.UUID(job_id)
-    with app.app_context():
+    with limits.role("job"), app.app_context():
         runner: Runner = app.extensions["runner"]
         with runner.track(job) as stop:
-            if stop.is_set():  # this worker is stopping: the job never starts, never charges
-                transitions.fail_and_settle(job, transitions.INTERRUPTED, SHUTDOWN_MESSAGE)
-                return
+            if stop.is_set():
+                # Taken as this worker stops: the job never started and is not charged;
+                # it waits in the queue for another worker, as queued jobs do.
+                raise Requeued(f"job {job}: this worker is stopping")
             # pipeline.run moves it pending -> running only if it is still pending: a
             # task whose row was reaped or settled meanwhile does nothing.
             pipeline.run(job, stop)
+        status = transitions.status_of(job)
+    if status != "succeeded":
+        raise JobNotSucceeded(f"job {job} is {status}")
 
 
 def libpq_url(app: Flask) -> str:
@@ -123,11 +146,15 @@ def libpq_url(app: Flask) -> str:
 def queue_app(app: Flask) -> procrastinate.App:
     """Return a procrastinate app on the same database with the assessment task registered."""
     queue = procrastinate.App(
-        connector=procrastinate.PsycopgConnector(conninfo=libpq_url(app), max_size=4)
+        connector=procrastinate.PsycopgConnector(
+            conninfo=libpq_url(app),
+            max_size=4,
+            # The same keepalives as the app's pool, and limits of its own.
+            kwargs={**limits.connect_args(), "options": limits.queue_options()},
+        )
     )
 
-    # retry=False: a failed or stalled paid job is refunded by the reaper, never re-run.
-    @queue.task(name=TASK_NAME, queue=QUEUE, retry=False)
+    @queue.task(name=TASK_NAME, queue=QUEUE, retry=REQUEUE)
     def assess(job_id: str) -> None:
         run_task(app, job_id)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from flask import Flask
 
-from ..database import dbretry
+from ..database import dbretry, limits
 from ..extensions import db
 from ..operations import metrics
 from . import transitions
@@ -37,7 +37,7 @@ class Runner:
         self._lock = threading.Lock()
         self._live: dict[uuid.UUID, threading.Event] = {}  # job id -> its stop signal
         self._closing = False
-        self.draining = False  # read by the job page's poll: "finishing before a restart"
+        self.draining = False  # written to its jobs' rows: "finishing before a restart"
         self._heartbeat: threading.Thread | None = None
         self._wake = threading.Event()
         self.last_beat = 0.0  # monotonic start of the last heartbeat that reached the database
@@ -79,6 +79,7 @@ class Runner:
             raise RunnerBusy() from None
 
     def _run(self, job_id, work, stop) -> None:
+        limits.set_role("job")
         try:
             with self.app.app_context():
                 work(job_id, stop)
@@ -95,19 +96,25 @@ class Runner:
 
         For a queue worker's threads: the job gets the same heartbeat, the same stop
         signal when its row stops running, and the same settling at shutdown. The stop
-        signal is already set when this process is shutting down.
+        signal is already set when this process is shutting down, and such a job is
+        not counted here (the shutdown does not settle it: it never started). A second
+        delivery of a job that lives here already leaves the first its heartbeat and
+        stop signal.
         """
         stop = threading.Event()
         with self._lock:
             if self._closing:
                 stop.set()
-            self._live[job_id] = stop
+            first = not self._closing and job_id not in self._live
+            if first:
+                self._live[job_id] = stop
         self._ensure_heartbeat()
         try:
             yield stop
         finally:
-            with self._lock:
-                self._live.pop(job_id, None)
+            if first:
+                with self._lock:
+                    self._live.pop(job_id, None)
 
     def wait(self, timeout: float) -> bool:
         """Wait until no job lives in this process; False if some still run after timeout."""
@@ -133,6 +140,7 @@ class Runner:
 
     def _beat(self) -> None:
         """Keep live jobs' heartbeat fresh; tell jobs whose row stopped running to stop."""
+        limits.set_role("heartbeat")
         while not self._wake.wait(self.heartbeat_seconds):
             began = time.monotonic()  # before the snapshot: every job in it is covered
             ids = self.running_ids()
@@ -140,7 +148,7 @@ class Runner:
                 continue
             try:
                 with self.app.app_context():
-                    alive = transitions.heartbeat(ids)
+                    alive = transitions.heartbeat(ids, self.draining)
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the lease covers it
                 if dbretry.is_transient(exc):
                     dbretry.outage.failed(exc)  # one line per outage, not one per beat
@@ -163,8 +171,13 @@ class Runner:
     def drain(self, seconds: float) -> None:
         """Let running jobs finish for up to seconds, then fail and settle the rest."""
         self.stop_admitting()
-        if seconds > 0 and self.running_ids():
-            log.warning("draining: waiting up to %g s for %d job(s)", seconds, len(self._live))
+        if seconds > 0 and (ids := self.running_ids()):
+            log.warning("draining: waiting up to %g s for %d job(s)", seconds, len(ids))
+            try:  # their pages say so now, not at the next heartbeat (which says it too)
+                with self.app.app_context():
+                    transitions.heartbeat(ids, draining=True)
+            except Exception:  # noqa: BLE001 - the next heartbeat writes it
+                log.exception("could not mark the draining jobs")
             self.wait(seconds)
         self.shutdown()
 

@@ -44,13 +44,21 @@ class JobCancelled(Exception):
 
 
 # A job is stale when its last sign of life (heartbeat, else start, else creation) is
-# older than the lease, or when it has outlived the hard deadline. The same predicate
-# is computed by the poll's SELECT and repeated in the reaping UPDATE's WHERE.
+# older than the lease, or when it has outlived the hard deadline: a running job counts
+# it from its start (the time it waited in a queue is not run time), a pending one from
+# its creation (so a queue wait is bounded too, and such a job is never charged). The
+# same predicate is computed by the poll's SELECT and repeated in the reaping UPDATE's WHERE.
 STALE = (
     "(j.status IN ('pending', 'running') AND ("
     " coalesce(j.heartbeat_at, j.started_at, j.created_at) < now() - make_interval(secs => :lease)"
-    " OR j.created_at < now() - make_interval(secs => :deadline)))"
+    " OR coalesce(j.started_at, j.created_at) < now() - make_interval(secs => :deadline)))"
 )
+
+
+# The moment a job ends, on the clock, not now(): now() is the start of the caller's
+# transaction, which may be older than the job's start (the cancel route runs in the
+# transaction the user loader opened). Never before the start: a CHECK says so too.
+FINISHED_NOW = "greatest(clock_timestamp(), started_at)"
 
 
 def ages() -> dict[str, float]:
@@ -121,35 +129,40 @@ def in_flight_job(user_id: int) -> uuid.UUID | None:
     ).scalar_one_or_none()
 
 
-def start(job_id: uuid.UUID) -> Row | None:
+def start(job_id: uuid.UUID, run_id: uuid.UUID) -> Row | None:
     """Move a job from pending to running and charge its point, in one transaction.
 
     Return the job's row, or None if it is no longer pending (reaped meanwhile) or is
-    stale already (a queued job picked up past its lease: the reaper owns it). The
+    stale already (a queued job picked up past its lease or deadline: it is failed
+    here, uncharged, with "no point was used"). The
     UPDATE locks the row until the commit, so a reaper or the shutdown hook that comes
     in between waits and then sees a running, charged job: a job is running only if it
-    was charged, and nothing can settle it before the charge lands.
+    was charged, and nothing can settle it before the charge lands. The run that
+    starts it writes its run_id: only that run may carry on with it or finish it.
     """
     row = db.session.execute(
         text(
-            "UPDATE assessment_jobs j SET status = 'running', started_at = now(),"
-            " heartbeat_at = now(), step = 'Starting'"
+            "UPDATE assessment_jobs j SET status = 'running', started_at = clock_timestamp(),"
+            " heartbeat_at = now(), step = 'Starting', run_id = :run"
             f" WHERE j.id = :id AND j.status = 'pending' AND NOT {STALE}"
             " RETURNING j.user_id, j.lang, j.area"
         ),
-        {"id": job_id, **ages()},
+        {"id": job_id, "run": run_id, **ages()},
     ).first()
     if row is None:
         db.session.rollback()
-        # Only the job's own thread moves it to running: a running row is this thread's
-        # earlier attempt, whose commit (start and charge) landed before its connection
-        # dropped. It is started and charged; carry on with it.
+        if too_late(job_id):
+            return None
+        # A running row with this run's id is this run's earlier attempt, whose commit
+        # (start and charge) landed before its connection dropped: it is started and
+        # charged, carry on with it. Another run's id: a second delivery of the task,
+        # which must not run the paid work again.
         mine = db.session.execute(
             text(
                 "SELECT user_id, lang, area FROM assessment_jobs"
-                " WHERE id = :id AND status = 'running'"
+                " WHERE id = :id AND status = 'running' AND run_id = :run"
             ),
-            {"id": job_id},
+            {"id": job_id, "run": run_id},
         ).first()
         db.session.rollback()
         return mine
@@ -162,6 +175,33 @@ def start(job_id: uuid.UUID) -> Row | None:
     db.session.commit()
     metrics.job_started(job_id, row.user_id)
     return row
+
+
+TOO_LATE = "NOT_STARTED"
+TOO_LATE_MESSAGE = "Your assessment could not start in time. No point was used."
+
+
+def too_late(job_id: uuid.UUID) -> bool:
+    """Fail and settle a job still pending past its lease or deadline; True if this did.
+
+    Nothing was charged: the user reads at once that no point was used, instead of a
+    reap's "interrupted" a lease later.
+    """
+    failed = db.session.execute(
+        text(
+            f"UPDATE assessment_jobs j SET status = 'failed', finished_at = {FINISHED_NOW},"
+            " error_code = :c, message = :m"
+            f" WHERE j.id = :id AND j.status = 'pending' AND {STALE}"
+            f" RETURNING j.user_id, {DURATION}"
+        ),
+        {"id": job_id, "c": TOO_LATE, "m": TOO_LATE_MESSAGE, **ages()},
+    ).first()
+    db.session.commit()
+    if failed is None:
+        return False
+    metrics.job_finished(job_id, failed.user_id, "failed", TOO_LATE, failed.duration)
+    billing.finalize(job_id, failed.user_id, path="start")
+    return True
 
 
 def report_progress(job_id: uuid.UUID, step: str, progress: int) -> None:
@@ -193,25 +233,27 @@ def done_step(result: dict[str, Any]) -> str:
     return CACHED_STEP if cache.get("misses") == 0 and cache.get("hits") else DONE_STEP
 
 
-def succeed(job_id: uuid.UUID, result: dict[str, Any]) -> bool:
+def succeed(job_id: uuid.UUID, result: dict[str, Any], run_id: uuid.UUID) -> bool:
     """Record a job's result; False if it was reaped meanwhile (the result is dropped).
 
-    Only the job's own thread sets 'succeeded': a row found so is this thread's earlier
-    attempt, whose commit landed before its connection dropped. That is done, not lost.
+    Only the run that started the job sets 'succeeded': a row found so with this run's
+    id is this run's earlier attempt, whose commit landed before its connection
+    dropped. That is done, not lost.
     """
     done = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET status = 'succeeded', finished_at = now(),"
+            f"UPDATE assessment_jobs SET status = 'succeeded', finished_at = {FINISHED_NOW},"
             " step = :step, progress = 100, result = CAST(:r AS jsonb),"
             " message = 'Your report is ready.'"
-            f" WHERE id = :id AND status = 'running' RETURNING user_id, {DURATION}"
+            " WHERE id = :id AND status = 'running' AND run_id = :run"
+            f" RETURNING user_id, {DURATION}"
         ),
-        {"id": job_id, "r": _json(result), "step": done_step(result)},
+        {"id": job_id, "r": _json(result), "step": done_step(result), "run": run_id},
     ).first()
     db.session.commit()
     if done is None:
         # An earlier attempt's commit landed but raised before it was counted: count it.
-        if status_of(job_id) != "succeeded":
+        if _succeeded_by(job_id, run_id) is None:
             return False
         done = _finished_row(job_id)
     metrics.job_finished(job_id, done.user_id, "succeeded", None, done.duration)
@@ -230,6 +272,18 @@ def _finished_row(job_id: uuid.UUID) -> Row:
     return row
 
 
+def _succeeded_by(job_id: uuid.UUID, run_id: uuid.UUID) -> uuid.UUID | None:
+    found = db.session.execute(
+        text(
+            "SELECT id FROM assessment_jobs"
+            " WHERE id = :id AND status = 'succeeded' AND run_id = :run"
+        ),
+        {"id": job_id, "run": run_id},
+    ).scalar_one_or_none()
+    db.session.rollback()
+    return found
+
+
 def status_of(job_id: uuid.UUID) -> str | None:
     """Return a job's status as committed."""
     status = db.session.execute(
@@ -243,7 +297,7 @@ def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
     """Mark a pending or running job failed; return its owner, or None if already ended."""
     done = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            f"UPDATE assessment_jobs SET status = 'failed', finished_at = {FINISHED_NOW},"
             " error_code = :c, message = :m"
             f" WHERE id = :id AND status IN ('pending', 'running') RETURNING user_id, {DURATION}"
         ),
@@ -268,7 +322,7 @@ def cancel(job_id: uuid.UUID, user_id: int) -> bool:
     """
     done = db.session.execute(
         text(
-            "UPDATE assessment_jobs SET status = 'failed', finished_at = now(),"
+            f"UPDATE assessment_jobs SET status = 'failed', finished_at = {FINISHED_NOW},"
             " error_code = :c, message = 'You cancelled this assessment.'"
             " WHERE id = :id AND user_id = :u AND status IN ('pending', 'running')"
             f" RETURNING id, {DURATION}"
@@ -284,33 +338,69 @@ def cancel(job_id: uuid.UUID, user_id: int) -> bool:
 
 
 def fail_and_settle(
-    job_id: uuid.UUID, error_code: str, message: str, path: str = "finalizer"
+    job_id: uuid.UUID,
+    error_code: str,
+    message: str,
+    path: str = "finalizer",
+    until: float | None = None,
 ) -> bool:
-    """Fail a pending or running job and settle its point; False if it had ended already."""
+    """Fail a pending or running job and settle its point; False if it had ended already.
+
+    A failed job that is not settled yet is settled either way: it may be this call's
+    own retry, whose fail() committed before its answer was lost. `until` bounds how
+    long the finalizer retries a blip (the job's lease).
+    """
     user_id = fail(job_id, error_code, message)
     if user_id is None:
+        if (owner := _unsettled_owner(job_id)) is not None:
+            billing.finalize(job_id, owner, path=path, until=until)
         return False
-    billing.finalize(job_id, user_id, path=path)
+    billing.finalize(job_id, user_id, path=path, until=until)
     return True
 
 
-def heartbeat(job_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+def _unsettled_owner(job_id: uuid.UUID) -> int | None:
+    owner = db.session.execute(
+        text(
+            "SELECT user_id FROM assessment_jobs"
+            " WHERE id = :id AND status = 'failed' AND finalized_at IS NULL"
+        ),
+        {"id": job_id},
+    ).scalar_one_or_none()
+    db.session.rollback()
+    return owner
+
+
+def heartbeat(job_ids: list[uuid.UUID], draining: bool = False) -> set[uuid.UUID]:
     """Refresh the heartbeat of live jobs; return the ids that are still pending or running.
 
     A job whose lease ran out (the database was out of reach for longer) is the
     reaper's: a late heartbeat does not revive it, and its thread is told to stop.
+    The beat also says whether the process running them is draining: their job pages
+    read it from the row, whichever process answers the poll.
+
+    One multi-row UPDATE for every job of the process: a row that another transaction
+    holds locked (a stalled one, say) is skipped, not waited for, so it cannot hold up
+    the beat of all the others. A skipped job is not known to have ended: it counts as
+    alive, and the next beat tries it again.
     """
     rows = db.session.execute(
         text(
-            "UPDATE assessment_jobs j SET heartbeat_at = now()"
-            f" WHERE j.id = ANY(:ids) AND NOT {STALE} AND j.status IN ('pending', 'running')"
-            " RETURNING j.id"
+            "WITH free AS (SELECT id FROM assessment_jobs WHERE id = ANY(:ids)"
+            "   FOR UPDATE SKIP LOCKED),"
+            " beat AS (UPDATE assessment_jobs j SET heartbeat_at = now(), draining = :draining"
+            f"   FROM free WHERE j.id = free.id AND NOT {STALE}"
+            "   AND j.status IN ('pending', 'running') RETURNING j.id)"
+            # Ended: free but not beaten (no longer live), or no row at all.
+            " SELECT i.id FROM unnest(CAST(:ids AS uuid[])) AS i(id)"
+            " WHERE (i.id IN (SELECT id FROM free) AND i.id NOT IN (SELECT id FROM beat))"
+            "   OR NOT EXISTS (SELECT 1 FROM assessment_jobs a WHERE a.id = i.id)"
         ),
-        {"ids": job_ids, **ages()},
+        {"ids": job_ids, "draining": draining, **ages()},
     ).scalars()
-    alive = set(rows)
+    ended = set(rows)
     db.session.commit()
-    return alive
+    return set(job_ids) - ended
 
 
 def reap(job_id: uuid.UUID) -> bool:
@@ -318,7 +408,7 @@ def reap(job_id: uuid.UUID) -> bool:
     reaped = db.session.execute(
         text(
             "UPDATE assessment_jobs j SET status = 'failed', error_code = 'INTERRUPTED',"
-            " message = :m, finished_at = now()"
+            f" message = :m, finished_at = {FINISHED_NOW}"
             f" WHERE j.id = :id AND {STALE} RETURNING j.user_id, {DURATION},"
             # The reap left heartbeat_at as it was: how long the job had been silent.
             " extract(epoch FROM now() - coalesce(j.heartbeat_at, j.started_at, j.created_at))"

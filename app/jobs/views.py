@@ -45,6 +45,7 @@ class JobView:
     version: str = ""  # the row but for the clock (see row_version): the fragment's ETag
     error_code: str | None = None  # why it failed: CANCELLED is the user's own cancel
     typical: float | None = None  # seconds the recent jobs took (estimate.py), if known
+    draining: bool = False  # the process running it is finishing before a restart
 
     @property
     def layers(self) -> list[tuple[Layer, bool]]:
@@ -115,6 +116,7 @@ OUTCOMES = ("pending", "running", "succeeded", "failed", "cancelled")
 VIEW_SQL = text(
     "SELECT j.id, j.status, j.error_code, j.message, j.step, j.progress, j.query_text,"
     " j.lang, j.area,"
+    " j.draining,"
     " u.point_balance AS balance,"
     " extract(epoch FROM coalesce(j.finished_at, now())"
     "   - coalesce(j.started_at, j.created_at))::float AS elapsed,"
@@ -218,6 +220,7 @@ def _as_view(row: Any) -> JobView:
         version=row_version(row),
         # Read at most once a minute per process: no query of its own on a poll.
         typical=estimate.typical_seconds() if row.status == "running" else None,
+        draining=row.draining,
     )
 
 
@@ -225,8 +228,8 @@ def _select(job_id: uuid.UUID, user_id: int, generation: int | None) -> Any:
     return transitions.execute_one(VIEW_SQL, _params(job_id, user_id, generation))
 
 
-def settle_user_jobs(user_id: int) -> None:
-    """Reap and finalize the user's unsettled jobs (for pages that list them)."""
+def settle_user_jobs(user_id: int) -> int:
+    """Reap and finalize the user's unsettled jobs (for pages that list them); count them."""
     ids = (
         db.session.execute(
             text(
@@ -239,8 +242,10 @@ def settle_user_jobs(user_id: int) -> None:
         .scalars()
         .all()
     )
+    db.session.rollback()
     for job_id in ids:
         view(job_id, user_id)
+    return len(ids)
 
 
 def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:

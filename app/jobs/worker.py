@@ -34,12 +34,14 @@ KEEP_QUEUED_SQL = text(
     " AND j.id = (q.args->>'job_id')::uuid"
 )
 
-# A task still `doing` although its job was settled `grace` seconds ago belongs to a
+# A task still `doing` although its job was settled `grace` seconds ago may belong to a
 # worker that died between the two (SIGKILL, a lost machine): procrastinate never re-runs
-# it (retries are off) and never ends it, so it would read `doing` for ever. The job row
-# decides, not procrastinate's worker heartbeat: a draining or slow worker's task is
-# never closed while its job runs. The task gets its job's outcome. SKIP LOCKED and the
-# status re-check let several workers close concurrently, each task once.
+# it and never ends it, so it would read `doing` for ever. Both must say so: the job row
+# (a draining or slow worker's task is never closed while its job runs) and the worker's
+# own heartbeat row (a live worker ends its task itself, with its job's outcome, when
+# the task's thread returns, however long after the job settled that is: nothing
+# assumes the thread returns within the grace). The task gets its job's outcome. SKIP
+# LOCKED and the status re-check let several workers close concurrently, each task once.
 CLOSE_SETTLED_TASKS_SQL = text(
     "WITH done AS ("
     " SELECT q.id, CASE j.status WHEN 'succeeded' THEN 'succeeded' ELSE 'failed' END AS outcome"
@@ -47,16 +49,22 @@ CLOSE_SETTLED_TASKS_SQL = text(
     " WHERE q.task_name = :task AND q.status = 'doing'"
     " AND (j.status = 'succeeded' OR (j.status = 'failed' AND j.finalized_at IS NOT NULL))"
     " AND greatest(j.finished_at, j.finalized_at) < now() - make_interval(secs => :grace)"
+    " AND NOT EXISTS (SELECT 1 FROM procrastinate_workers w WHERE w.id = q.worker_id"
+    "   AND w.last_heartbeat > now() - make_interval(secs => :worker_gone))"
     " ORDER BY q.id LIMIT 100 FOR UPDATE OF q SKIP LOCKED)"
     " SELECT id, outcome, procrastinate_finish_job_v1(id, outcome::procrastinate_job_status, false)"
     " FROM done"
 )
 
 
-def close_settled_tasks(grace_seconds: float) -> int:
-    """End the tasks that dead workers left `doing` after their jobs settled; count them."""
+def close_settled_tasks(grace_seconds: float, worker_gone_seconds: float) -> int:
+    """End the tasks that dead workers left `doing` after their jobs settled; count them.
+
+    A worker is dead when its heartbeat row is older than worker_gone_seconds (or gone).
+    """
     rows = db.session.execute(
-        CLOSE_SETTLED_TASKS_SQL, {"task": TASK_NAME, "grace": grace_seconds}
+        CLOSE_SETTLED_TASKS_SQL,
+        {"task": TASK_NAME, "grace": grace_seconds, "worker_gone": worker_gone_seconds},
     ).all()
     db.session.commit()
     for task_id, outcome, _ in rows:
@@ -73,8 +81,11 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
     # drain(0) is shutdown(): the running jobs are failed and settled at once.
     settled = threading.Thread(target=runner.drain, args=(drain_seconds,), name="settle-at-stop")
 
-    # A live worker ends its own task within a drain and a grace of its job settling.
-    task_grace = app.config["JOB_LEASE_SECONDS"] + drain_seconds + graceful_seconds
+    # A live worker ends its own task: another closes it only once the job has settled a
+    # while ago and the worker's procrastinate heartbeat (every heartbeat interval here)
+    # is older than a lease.
+    lease = app.config["JOB_LEASE_SECONDS"]
+    task_grace = lease + drain_seconds + graceful_seconds
 
     def keep_queued() -> None:
         while not stopping.wait(app.config["JOB_HEARTBEAT_SECONDS"]):
@@ -82,7 +93,7 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
                 with app.app_context():
                     db.session.execute(KEEP_QUEUED_SQL, {"task": TASK_NAME})
                     db.session.commit()
-                    close_settled_tasks(task_grace)
+                    close_settled_tasks(task_grace, lease)
             except Exception:  # noqa: BLE001 - a missed beat is retried; the lease covers it
                 log.exception("could not keep queued jobs fresh")
 
@@ -95,6 +106,9 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             # Our own drain decides when a running job is given up; procrastinate
             # only waits for it (a sync task cannot be aborted from outside anyway).
             shutdown_graceful_timeout=drain_seconds + graceful_seconds,
+            # Its heartbeat row says it is alive: while it is, no other worker ends its tasks.
+            update_heartbeat_interval=app.config["JOB_HEARTBEAT_SECONDS"],
+            stalled_worker_timeout=lease,
         )
         told = asyncio.Event()
 

@@ -5,10 +5,13 @@ FAILPOINTS is a comma-separated list of name=action, where action is `kill`
 Example: FAILPOINTS=after_consume=kill. Crash tests use it against the real server.
 """
 
+import contextlib
 import logging
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,7 @@ NAMES = frozenset(
 )
 
 _actions: dict[str, str] = {}
+_here = threading.local()  # a thread's own failpoints, over the process's
 
 
 class FailpointError(RuntimeError):
@@ -34,6 +38,26 @@ class FailpointError(RuntimeError):
 
 def configure(spec: str) -> None:
     """Set the active failpoints from a FAILPOINTS string ("" turns them all off)."""
+    actions = _parse(spec)
+    _actions.clear()
+    _actions.update(actions)
+
+
+@contextlib.contextmanager
+def on_this_thread(spec: str) -> Iterator[None]:
+    """Set failpoints for the calling thread only, for the duration of the block.
+
+    For tests that race a failing call against a healthy one in the same process.
+    """
+    before = getattr(_here, "actions", None)
+    _here.actions = _parse(spec)
+    try:
+        yield
+    finally:
+        _here.actions = before
+
+
+def _parse(spec: str) -> dict[str, str]:
     actions = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, action = item.partition("=")
@@ -42,13 +66,13 @@ def configure(spec: str) -> None:
         if action not in ("kill", "raise") and not action.startswith("sleep:"):
             raise ValueError(f"unknown failpoint action {action!r} for {name}")
         actions[name] = action
-    _actions.clear()
-    _actions.update(actions)
+    return actions
 
 
 def hit(name: str) -> None:
     """Do what FAILPOINTS says for this point; nothing when it is not set."""
-    action = _actions.get(name)
+    local = getattr(_here, "actions", None)
+    action = (local or {}).get(name) or _actions.get(name)
     if action is None:
         return
     log.warning("failpoint %s: %s", name, action)

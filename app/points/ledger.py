@@ -172,7 +172,12 @@ def job_violations() -> list[str]:
             "     AND c.kind = 'consume') AS consumes,"
             "  (SELECT count(*) FROM point_ledger f WHERE f.job_id = j.id"
             "     AND f.kind = 'refund') AS refunds,"
-            "  EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id) AS has_incident"
+            # Only support's decision ("no refund due") keeps a settled job's point.
+            "  EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id"
+            "     AND i.resolved_by IS NOT NULL) AS by_support,"
+            # Nothing resolves an incident left open on a settled job.
+            "  EXISTS (SELECT 1 FROM incidents i WHERE i.job_id = j.id"
+            "     AND i.resolved_at IS NULL) AS open_incident"
             " FROM assessment_jobs j"
             " WHERE (j.status = 'succeeded')"
             "    OR (j.status = 'failed' AND j.finalized_at IS NOT NULL)"
@@ -180,6 +185,8 @@ def job_violations() -> list[str]:
     ):
         if r.status == "succeeded" and (r.consumes != 1 or r.refunds != 0):
             problems.append(f"job {r.id} succeeded with {r.consumes} consumes, {r.refunds} refunds")
-        if r.status == "failed" and r.consumes > r.refunds and not r.has_incident:
+        if r.status == "failed" and r.consumes > r.refunds and not r.by_support:
             problems.append(f"job {r.id} failed and was charged without a refund")
+        if r.open_incident:
+            problems.append(f"job {r.id} is settled but has an open incident")
     return problems

@@ -85,12 +85,17 @@ def place_query(area) -> str:
 @bp.post("")
 def create():
     """Start an assessment and send the browser to its page."""
-    # The signed-in id, without loading the user: the INSERT checks the user and the
-    # balance itself (a fifth of a submit's time was the user load, bench/RESULTS.md).
+    # The signed-in id, without loading the user: the INSERT checks the balance itself
+    # (a fifth of a submit's time was the user load, bench/RESULTS.md).
     identity = session_identity()
     if identity is None:
         return login_manager.unauthorized()
     user_id, generation = identity
+    # A session revoked by logout is sent to log in before anything reads the user's
+    # data: whatever it posts, the same answer (no 500 of a form page without a user,
+    # and no telling a place with a report from one without). One primary-key read.
+    if not accounts.session_alive(user_id, generation):
+        return _session_ended()
     form = AssessmentForm()
     if not form.validate_on_submit():
         return _form_error(form, 400)

@@ -10,6 +10,7 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 
 from ..assessment import ProviderError
+from ..database import limits
 from ..extensions import db
 from ..jobs import sweep as job_sweep
 from ..models import Role
@@ -59,7 +60,17 @@ def create_support(email: str, password: str) -> None:
 @with_appcontext
 def ledger_check() -> None:
     """Check every balance against its ledger, every job's billing, and that none is overdue."""
-    problems = (
+    with limits.role("console"):
+        problems = _ledger_problems()
+    for problem in problems:
+        click.echo(problem, err=True)
+    if problems:
+        sys.exit(1)
+    click.echo("ledger ok")
+
+
+def _ledger_problems() -> list[str]:
+    return (
         [
             f"user {m.user_id} ({m.email}): balance {m.balance} but ledger sums to {m.ledger_sum}"
             for m in ledger.balance_mismatches()
@@ -70,18 +81,14 @@ def ledger_check() -> None:
         # A point held by a job gone past its lease is a point the user cannot use.
         + job_sweep.overdue()
     )
-    for problem in problems:
-        click.echo(problem, err=True)
-    if problems:
-        sys.exit(1)
-    click.echo("ledger ok")
 
 
 @click.command("sweep")
 @with_appcontext
 def sweep() -> None:
     """Reap stale jobs of every user and settle failed ones (for operators with a timer)."""
-    reaped, finalized = job_sweep.sweep()
+    with limits.role("sweep"):
+        reaped, finalized = job_sweep.sweep()
     click.echo(f"reaped {reaped}, finalized {finalized}")
 
 

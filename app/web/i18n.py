@@ -161,6 +161,7 @@ STORED = (
     N_("The assessment was interrupted before it finished."),
     N_("The service restarted while your assessment was running."),
     N_("You had no point left when the assessment started."),
+    N_("Your assessment could not start in time. No point was used."),
     N_("You cancelled this assessment."),
     N_("The assessment failed because of an error on our side."),
     N_("welcome points"),

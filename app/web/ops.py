@@ -96,9 +96,6 @@ def count_submit(response: Response) -> Response:
 
 
 def init_app(app: Flask) -> None:
-    """Register /metrics and the submit counter; let templates see the drain flag."""
+    """Register /metrics and the submit counter."""
     app.register_blueprint(bp)
     app.after_request(count_submit)
-    runner = app.extensions["runner"]
-    # A process flag, no query: the poll's fragment reads it for free.
-    app.jinja_env.globals["draining"] = lambda: runner.draining
