@@ -41,7 +41,7 @@ class JobStatus(StrEnum):
 
 class User(UserMixin, db.Model):
     # point_balance moves only with a point_ledger row: triggers apply each row's amount
-    # and refuse any other change, and a new user starts at 0 (migration 0004).
+    # and refuse any other change, and a new user starts at 0 (migration 03_ledger_enforced).
     __tablename__ = "users"
     __table_args__ = (
         CheckConstraint("point_balance >= 0", name="ck_users_point_balance_nonnegative"),

@@ -70,6 +70,35 @@ def run_migrations_offline():
         context.run_migrations()
 
 
+# The revisions were first named by number in the order they were written, and chained in the
+# order they landed ("0005 -> 0003"); they are now named in the order they apply. A database
+# migrated under the old names is renamed in place, in the migration's own transaction, before
+# alembic reads where it stands: nothing is applied twice and nothing is skipped.
+RENAMED = {
+    "0001": "01_initial",
+    "0002": "02_ledger_job_index",
+    "0004": "03_ledger_enforced",
+    "0005": "04_job_sweep",
+    "0003": "05_session_generation",
+    "0008": "06_procrastinate_schema",
+    "0009": "07_incident_alerts",
+    "0006": "08_user_locale_timezone",
+}
+
+
+def rename_old_revisions(connection):
+    """Rewrite alembic_version from a revision's old name to its new one, if it has one."""
+    from sqlalchemy import inspect, text
+
+    if not inspect(connection).has_table("alembic_version"):
+        return
+    for old, new in RENAMED.items():
+        connection.execute(
+            text("UPDATE alembic_version SET version_num = :new WHERE version_num = :old"),
+            {"old": old, "new": new},
+        )
+
+
 def run_migrations_online():
     """Run migrations in 'online' mode.
 
@@ -102,6 +131,7 @@ def run_migrations_online():
         )
 
         with context.begin_transaction():
+            rename_old_revisions(connection)
             context.run_migrations()
 
 

@@ -4,15 +4,15 @@ Deleting a never-started job (a 503 submit) checks the ledger's foreign key, and
 support console lists a job's ledger rows: both scanned the whole ledger, because the
 only index on job_id is the partial one for consumes.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 02_ledger_job_index
+Revises: 01_initial
 Create Date: 2026-11-29 09:10:00
 
 """
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "02_ledger_job_index"
+down_revision = "01_initial"
 branch_labels = None
 depends_on = None
 

@@ -9,8 +9,8 @@ beside this file is procrastinate 3.10's schema.sql, copied verbatim: pyproject 
 procrastinate to 3.10.*, and moving to a later version means a migration of ours that
 applies that version's files from procrastinate/sql/migrations.
 
-Revision ID: 0008
-Revises: 0003
+Revision ID: 06_procrastinate_schema
+Revises: 05_session_generation
 Create Date: 2026-12-01 07:00:00
 
 """
@@ -18,12 +18,12 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0008"
-down_revision = "0003"
+revision = "06_procrastinate_schema"
+down_revision = "05_session_generation"
 branch_labels = None
 depends_on = None
 
-SCHEMA = Path(__file__).with_name("0008_procrastinate_3_10_schema.sql")
+SCHEMA = Path(__file__).with_name("06_procrastinate_3_10_schema.sql")
 
 
 def upgrade():

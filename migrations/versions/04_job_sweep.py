@@ -5,8 +5,8 @@ row in housekeeping makes it run once per SWEEP_INTERVAL_SECONDS across processe
 Its second query, failed jobs not finalized, would scan the whole table; the partial
 index holds only those rows, which are few and short-lived.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 04_job_sweep
+Revises: 03_ledger_enforced
 Create Date: 2026-12-01 07:00:00
 
 """
@@ -14,8 +14,8 @@ Create Date: 2026-12-01 07:00:00
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "04_job_sweep"
+down_revision = "03_ledger_enforced"
 branch_labels = None
 depends_on = None
 

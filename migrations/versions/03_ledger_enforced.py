@@ -29,16 +29,16 @@ stays the auditor of what these triggers cannot see (jobs' billing invariants).
 Downgrading needs the app code from before this revision too: without the triggers,
 nothing but that code's own UPDATEs moves a balance.
 
-Revision ID: 0004
-Revises: 0002
+Revision ID: 03_ledger_enforced
+Revises: 02_ledger_job_index
 Create Date: 2026-12-01 06:50:00
 
 """
 
 from alembic import op
 
-revision = "0004"
-down_revision = "0002"
+revision = "03_ledger_enforced"
+down_revision = "02_ledger_job_index"
 branch_labels = None
 depends_on = None
 

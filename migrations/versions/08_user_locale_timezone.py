@@ -2,16 +2,16 @@
 
 Both are nullable: no choice yet means the browser's language and Asia/Tokyo.
 
-Revision ID: 0006
-Revises: 0009
+Revision ID: 08_user_locale_timezone
+Revises: 07_incident_alerts
 Create Date: 2026-12-01 10:00:00
 
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0009"  # after the incident alerts: chained in the order they landed
+revision = "08_user_locale_timezone"
+down_revision = "07_incident_alerts"
 branch_labels = None
 depends_on = None
 

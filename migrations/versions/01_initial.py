@@ -7,7 +7,7 @@ Reviewed by hand. The guarantees live in this schema:
 - uq_assessment_jobs_one_in_flight: at most one pending/running job per user.
 - uq_incidents_job_code: one incident per job and code, however many polls retry.
 
-Revision ID: 0001
+Revision ID: 01_initial
 Revises:
 Create Date: 2026-11-29 08:19:12.948742
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
-revision = '0001'
+revision = "01_initial"
 down_revision = None
 branch_labels = None
 depends_on = None

@@ -6,8 +6,8 @@ alert_attempt_at that a process has claimed the post (a claim left by a crash ex
 The operations page counts the jobs that ended in the last day and week every 10 s
 while it is open: finished_at is indexed so that stays a range scan.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 07_incident_alerts
+Revises: 06_procrastinate_schema
 Create Date: 2026-12-01 07:10:00
 
 """
@@ -15,8 +15,8 @@ from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-revision = "0009"
-down_revision = "0008"
+revision = "07_incident_alerts"
+down_revision = "06_procrastinate_schema"
 branch_labels = None
 depends_on = None
 

@@ -3,16 +3,16 @@
 A signed cookie stays valid until it expires, so a copy taken before logout kept working.
 The session now carries the generation it was issued under; logout bumps it.
 
-Revision ID: 0003
-Revises: 0005
+Revision ID: 05_session_generation
+Revises: 04_job_sweep
 Create Date: 2026-12-01 06:50:00
 
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0005"  # after the sweep (0005): revisions are chained in the order they landed
+revision = "05_session_generation"
+down_revision = "04_job_sweep"
 branch_labels = None
 depends_on = None
 
