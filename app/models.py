@@ -72,10 +72,10 @@ class User(UserMixin, db.Model):
 
 class LedgerEntry(db.Model):
     # Append-only, and a refund reverses a consume of its own job and user: triggers
-    # refuse the rest, for every role (migrations/versions/0004_ledger_enforced.py).
+    # refuse the rest, for every role (migrations/versions/03_ledger_enforced.py).
     __tablename__ = "point_ledger"
     __table_args__ = (
-        # Purchases, their reversal and support rows: migrations/versions/i27_purchases.py.
+        # Purchases, their reversal and support rows: migrations/versions/10_purchases.py.
         CheckConstraint(
             "(kind = 'grant' AND amount > 0 AND job_id IS NULL AND refund_of IS NULL"
             "  AND checkout_session IS NULL AND operator_id IS NULL)"
@@ -133,7 +133,7 @@ class LedgerEntry(db.Model):
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     checkout_session: Mapped[str | None] = mapped_column(Text)  # purchase, purchase_refund
     operator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))  # support rows
-    # The console form's one-time value (migrations/versions/i27_fix.py): one row per submit.
+    # The console form's one-time value (migration 11_purchases_fix): one row per submit.
     support_nonce: Mapped[str | None] = mapped_column(Text)
 
 

@@ -3,7 +3,7 @@
 Flask-Limiter counts in a `limits` storage named by a URI. Memory storage counts per
 process, so N web instances, or WEB_CONCURRENCY=N, gave a guesser N times the attempts.
 This storage registers the scheme `postgresql+brake://` and keeps the counts in the
-database the app already has (migration i24_brakes): no new server to run. It is the
+database the app already has (migration 09_login_brakes): no new server to run. It is the
 default when RATELIMIT_STORAGE_URI is unset (app/__init__.py); a URI that is set wins.
 
 Times come from the database clock, so every process agrees on every window. Each call

@@ -21,7 +21,7 @@ def adjust(
     Commits. Raises InsufficientPoints, writing nothing, when a correction would take the
     balance below zero; ValueError for a zero amount or an empty reason; AlreadyApplied,
     writing nothing, when the operator's nonce (the console form's one-time value) was
-    used already (unique per operator: migrations/versions/i27_fix.py).
+    used already (unique per operator: migrations/versions/11_purchases_fix.py).
     """
     if amount == 0 or not reason.strip():
         raise ValueError("a support adjustment needs a non-zero amount and a reason")

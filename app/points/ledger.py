@@ -4,7 +4,7 @@ These functions run inside the caller's transaction and never commit: the caller
 decides what else belongs in the same unit (a refund and the job's final message,
 for one). They only insert ledger rows: a trigger applies each row's amount to
 users.point_balance in the same statement, and refuses any other balance change
-(migrations/versions/0004_ledger_enforced.py). The partial unique indexes make
+(migrations/versions/03_ledger_enforced.py). The partial unique indexes make
 consume and refund idempotent; ON CONFLICT DO NOTHING turns the second attempt into
 a no-op that moves no balance.
 """

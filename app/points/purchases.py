@@ -5,7 +5,7 @@ Checkout Session (a partial unique index on its session id), a `purchase_refund`
 per session that takes back what is left of it (another one), both inserted with ON
 CONFLICT DO NOTHING, so a webhook that Stripe re-delivers, delivers twice at once or
 delivers out of order credits and reverses exactly once
-(migrations/versions/i27_purchases.py). Nothing here builds a response: app/web/payments.py
+(migrations/versions/10_purchases.py). Nothing here builds a response: app/web/payments.py
 verifies the signature and answers Stripe.
 
 checkout_sessions holds the sessions we created and where their payment stands (open,

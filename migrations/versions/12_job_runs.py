@@ -17,8 +17,8 @@ poll was draining, whichever process ran the job. The process that runs it marks
 row instead (with its heartbeat, which writes the row anyway); the poll's one SELECT
 reads it.
 
-Revision ID: i24_jobs
-Revises: i27_fix
+Revision ID: 12_job_runs
+Revises: 11_purchases_fix
 Create Date: 2026-12-01 15:40:00
 
 """
@@ -27,8 +27,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "i24_jobs"
-down_revision = "i27_fix"  # after the purchases and their fix: chained in the order they landed
+revision = "12_job_runs"
+down_revision = "11_purchases_fix"
 branch_labels = None
 depends_on = None
 

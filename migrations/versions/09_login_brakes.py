@@ -4,15 +4,15 @@ Flask-Limiter's moving window keeps one row per counted attempt in brake_hits; b
 takes one under a per-key advisory lock, so two processes never both take the last one.
 brake_counters serves the fixed-window strategy, should RATELIMIT_STRATEGY choose it.
 
-Revision ID: i24_brakes
-Revises: 0006
+Revision ID: 09_login_brakes
+Revises: 08_user_locale_timezone
 Create Date: 2026-12-01 16:00:00
 
 """
 from alembic import op
 
-revision = "i24_brakes"
-down_revision = "0006"
+revision = "09_login_brakes"
+down_revision = "08_user_locale_timezone"
 branch_labels = None
 depends_on = None
 

@@ -17,14 +17,14 @@
 - incidents.payment_ref: the Checkout Session (or charge) an incident is about, unique
   per code, so a webhook re-delivered opens its incident once.
 
-Revision ID: i27_purchases
-Revises: i24_brakes
+Revision ID: 10_purchases
+Revises: 09_login_brakes
 """
 
 from alembic import op
 
-revision = "i27_purchases"
-down_revision = "i24_brakes"  # after the brakes: chained in the order they landed
+revision = "10_purchases"
+down_revision = "09_login_brakes"
 branch_labels = None
 depends_on = None
 

@@ -12,14 +12,14 @@ refused, support adjustments applied once per form
 - point_ledger.support_nonce: the one-time value of the console's form a support row came
   from, unique per operator, so a double submit writes one row.
 
-Revision ID: i27_fix
-Revises: i27_purchases
+Revision ID: 11_purchases_fix
+Revises: 10_purchases
 """
 
 from alembic import op
 
-revision = "i27_fix"
-down_revision = "i27_purchases"
+revision = "11_purchases_fix"
+down_revision = "10_purchases"
 branch_labels = None
 depends_on = None
 
