@@ -322,16 +322,27 @@ def _reverse_unspent(session_id: str, user_id: int, points: int, charge_id: str)
     return inserted is not None
 
 
-def _mismatch(session_id: str | None, user_id: int | None, detail: str) -> str:
-    db.session.rollback()
+def _payment_incident(code: str, severity: str, *, user_id, detail: str, ref) -> None:
+    """Record an incident about a payment (never a job's): support settles it."""
     incidents.record(
         scope="payment",
-        code="PURCHASE_MISMATCH",
-        severity="critical",
+        code=code,
+        severity=severity,
         job_id=None,
         user_id=user_id,
+        detail=detail,
+        payment_ref=ref,
+    )
+
+
+def _mismatch(session_id: str | None, user_id: int | None, detail: str) -> str:
+    db.session.rollback()
+    _payment_incident(
+        "PURCHASE_MISMATCH",
+        "critical",
+        user_id=user_id,
         detail=f"Checkout Session {session_id}: {detail}; no points credited",
-        payment_ref=session_id,
+        ref=session_id,
     )
     return "mismatch"
 
@@ -358,29 +369,25 @@ def _partial_refund_incident(
 ) -> None:
     # One per amount refunded so far: a second partial refund is raised again, even once
     # support has resolved the first.
-    incidents.record(
-        scope="payment",
-        code="PARTIAL_REFUND",
-        severity="warning",
-        job_id=None,
+    _payment_incident(
+        "PARTIAL_REFUND",
+        "warning",
         user_id=user_id,
         detail=f"Checkout Session {session_id}: {refunded} of {of} yen refunded;"
         f" the {points} points were left as they are",
-        payment_ref=f"{session_id} refunded {refunded}",
+        ref=f"{session_id} refunded {refunded}",
     )
 
 
 def _full_after_partial_incident(session_id: str, user_id: int, points: int) -> None:
-    incidents.record(
-        scope="payment",
-        code="REFUND_AFTER_PARTIAL",
-        severity="critical",
-        job_id=None,
+    _payment_incident(
+        "REFUND_AFTER_PARTIAL",
+        "critical",
         user_id=user_id,
         detail=f"Checkout Session {session_id} was refunded in full after a partial refund;"
         f" none of its {points} points were taken back automatically (support corrections"
         " for the partial refund may already have): settle the rest by hand",
-        payment_ref=session_id,
+        ref=session_id,
     )
 
 
@@ -397,14 +404,12 @@ def reverse(charge: dict[str, Any]) -> str:
     charge_id = _text(charge.get("id")) or ""
     full = charge.get("refunded") is True
     if payment_intent is None:
-        incidents.record(
-            scope="payment",
-            code="REFUND_UNMATCHED",
-            severity="warning",
-            job_id=None,
+        _payment_incident(
+            "REFUND_UNMATCHED",
+            "warning",
             user_id=None,
             detail=f"charge {charge_id} was refunded, but names no payment",
-            payment_ref=charge_id or None,
+            ref=charge_id or None,
         )
         return "unmatched"
     _lock_payment(payment_intent)
@@ -437,16 +442,14 @@ def reverse(charge: dict[str, Any]) -> str:
     ).first()
     if purchase is None:
         db.session.commit()  # remembered: the credit, if it comes, reads it
-        incidents.record(
-            scope="payment",
-            code="REFUND_UNMATCHED",
-            severity="warning",
-            job_id=None,
+        _payment_incident(
+            "REFUND_UNMATCHED",
+            "warning",
             user_id=None,
             detail=f"charge {charge_id} (payment {payment_intent}) was refunded, but no"
             " credited purchase has that payment yet; if one is credited later, a full"
             " refund is reversed then, a partial one raised",
-            payment_ref=charge_id or None,
+            ref=charge_id or None,
         )
         return "unmatched"
     partial_before = db.session.execute(
@@ -504,16 +507,14 @@ def reverse(charge: dict[str, Any]) -> str:
         )
     if taken < purchase.amount:
         # Again on a re-delivery, in case the first delivery died before it: one per session.
-        incidents.record(
-            scope="payment",
-            code="REFUND_AFTER_SPEND",
-            severity="warning",
-            job_id=None,
+        _payment_incident(
+            "REFUND_AFTER_SPEND",
+            "warning",
             user_id=purchase.user_id,
             detail=f"Checkout Session {purchase.checkout_session} was refunded after"
             f" {purchase.amount - taken} of its {purchase.amount} points were spent;"
             f" {taken} taken back",
-            payment_ref=purchase.checkout_session,
+            ref=purchase.checkout_session,
         )
     return "reversed" if inserted is not None else "already_reversed"
 
@@ -527,16 +528,14 @@ def dispute(obj: dict[str, Any]) -> str:
     ).first()
     db.session.rollback()
     dispute_id = _text(obj.get("id"))
-    incidents.record(
-        scope="payment",
-        code="CHARGEBACK",
-        severity="critical",
-        job_id=None,
+    _payment_incident(
+        "CHARGEBACK",
+        "critical",
         user_id=owner.user_id if owner else None,
         detail=f"dispute {dispute_id} ({obj.get('reason')!r}) on charge {obj.get('charge')}"
         f" (payment {payment_intent}, Checkout Session {owner.id if owner else None}) for"
         f" {obj.get('amount')} yen: answer it in Stripe; no points were moved",
-        payment_ref=dispute_id,
+        ref=dispute_id,
     )
     return "disputed"
 
