@@ -188,7 +188,8 @@ def details(r: dict) -> list[str]:
         "",
         *table(
             ("", "status fragment", "constant (baseline)"),
-            ((k, plain(r.get(k)), plain(base.get(k))) for k in KEYS),
+            # A figure neither run measured (an older run's data) has no row, not "None".
+            ((k, plain(r.get(k)), plain(base.get(k))) for k in KEYS if k in r or k in base),
         ),
         "",
     ]
