@@ -354,3 +354,26 @@ def live_worker(database_url, tmp_path):
     yield start
     for worker in workers:
         worker.stop()
+
+
+def off_the_main_thread(call):
+    """Return call()'s result, run on a thread of its own.
+
+    The browser tests' Playwright keeps an event loop running on the main thread for the
+    rest of the session, and asyncio.run() (procrastinate's run_worker too) refuses to
+    start inside a running loop.
+    """
+    out = {}
+
+    def target():
+        try:
+            out["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

@@ -4,7 +4,7 @@ import pytest
 
 from app.jobs import procrastinate_executor, transitions
 from app.operations import failpoints
-from tests.conftest import job_id_from, signed_in
+from tests.conftest import job_id_from, off_the_main_thread, signed_in
 
 QUEUE = {"JOB_EXECUTOR": "procrastinate"}
 
@@ -114,8 +114,10 @@ def test_only_a_task_whose_job_settled_a_grace_ago_is_ended_with_its_outcome(mak
 def work_the_queue(app):
     """Run a procrastinate worker in this process until the queue has nothing due."""
     queue = procrastinate_executor.queue_app(app)
-    queue.run_worker(
-        queues=[procrastinate_executor.QUEUE], wait=False, install_signal_handlers=False
+    off_the_main_thread(
+        lambda: queue.run_worker(
+            queues=[procrastinate_executor.QUEUE], wait=False, install_signal_handlers=False
+        )
     )
 
 
