@@ -1,5 +1,8 @@
 """JOB_EXECUTOR=procrastinate in one process: row and task together, admission, the task."""
 
+import threading
+import time
+
 import pytest
 
 from app.jobs import procrastinate_executor, transitions
@@ -156,3 +159,57 @@ def test_a_task_taken_while_its_worker_stops_goes_back_to_the_queue_uncharged(ma
     assert sql("SELECT job_id = %(j)s FROM point_ledger WHERE kind = 'consume'", j=job_id) == [
         (True,)
     ]
+
+
+def test_a_task_whose_worker_shuts_down_before_it_starts_goes_back_uncharged(make_app, sql):
+    # DRAIN_SECONDS=0: the shutdown settles at once whatever lives in the worker. A task
+    # taken just before it is tracked there but has not started: it is left pending.
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    runner = app.extensions["runner"]
+
+    with app.app_context(), runner.track(job_id) as stop:
+        runner.shutdown()
+        assert stop.is_set()
+        assert sql("SELECT status, error_code FROM assessment_jobs") == [("pending", None)]
+
+    assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
+
+
+STARTING_SQL = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    " AND state = 'idle in transaction'"
+    " AND query LIKE 'UPDATE assessment_jobs j SET status = ''running''%%'"
+)
+
+
+def test_a_shutdown_during_the_start_sends_the_task_back_uncharged(make_app, sql):
+    # The shutdown comes while the task's start holds the row (moved to running, not yet
+    # charged): the start reads the stop signal under that lock and rolls back; the
+    # shutdown, waiting on the lock, then finds the job pending and leaves it.
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    runner = app.extensions["runner"]
+    outcome = []
+
+    def task():
+        with failpoints.on_this_thread("after_running=sleep:0.5"):
+            try:
+                procrastinate_executor.run_task(app, str(job_id))
+            except Exception as exc:  # noqa: BLE001 - the test reads which one
+                outcome.append(exc)
+
+    thread = threading.Thread(target=task)
+    thread.start()
+    deadline = time.monotonic() + 10
+    # Its UPDATE is not committed, so not visible: wait for its transaction to idle.
+    while sql(STARTING_SQL) != [(1,)]:
+        assert time.monotonic() < deadline, "the task never reached its start"
+        time.sleep(0.01)
+    runner.shutdown()
+    thread.join(10)
+
+    assert [type(exc) for exc in outcome] == [procrastinate_executor.Requeued]
+    assert sql("SELECT status, error_code FROM assessment_jobs") == [("pending", None)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]

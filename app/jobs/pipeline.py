@@ -92,13 +92,17 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
     try:
         try:
             started = dbretry.retry(
-                lambda: transitions.start(job_id, run_id), until=lease.end(), stop=stop
+                lambda: transitions.start(job_id, run_id, stop), until=lease.end(), stop=stop
             )
         except ledger.InsufficientPoints:
             _fail(job_id, "NO_POINTS", "You had no point left when the assessment started.", lease)
             return
         if started is None:
-            log.info("job %s was no longer pending or is another run's; not started", job_id)
+            log.info(
+                "job %s was no longer pending, is another run's, or its process is stopping;"
+                " not started",
+                job_id,
+            )
             return
         lease.renewed(time.monotonic())
         failpoints.hit("after_consume")

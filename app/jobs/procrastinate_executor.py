@@ -133,6 +133,10 @@ def run_task(app: Flask, job_id: str) -> None:
             # task whose row was reaped or settled meanwhile does nothing.
             pipeline.run(job, stop)
         status = transitions.status_of(job)
+    if status == "pending" and stop.is_set():
+        # The stop came before the start could charge it (read under the row's lock):
+        # never started, it goes back to the queue like a task taken during the stop.
+        raise Requeued(f"job {job}: this worker stopped before it started")
     if status != "succeeded":
         raise JobNotSucceeded(f"job {job} is {status}")
 

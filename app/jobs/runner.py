@@ -36,6 +36,7 @@ class Runner:
         self._slots = threading.BoundedSemaphore(max_jobs)
         self._lock = threading.Lock()
         self._live: dict[uuid.UUID, threading.Event] = {}  # job id -> its stop signal
+        self._tracked: set[uuid.UUID] = set()  # of those, a queue worker's tasks
         self._closing = False
         self.draining = False  # written to its jobs' rows: "finishing before a restart"
         self._heartbeat: threading.Thread | None = None
@@ -108,6 +109,7 @@ class Runner:
             first = not self._closing and job_id not in self._live
             if first:
                 self._live[job_id] = stop
+                self._tracked.add(job_id)
         self._ensure_heartbeat()
         try:
             yield stop
@@ -115,6 +117,7 @@ class Runner:
             if first:
                 with self._lock:
                     self._live.pop(job_id, None)
+                    self._tracked.discard(job_id)
 
     def wait(self, timeout: float) -> bool:
         """Wait until no job lives in this process; False if some still run after timeout."""
@@ -182,10 +185,16 @@ class Runner:
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Fail and settle the jobs of this process now, so users see the truth at once."""
+        """Fail and settle the jobs of this process now, so users see the truth at once.
+
+        A queue task's job that has not started yet is left pending: its task sees the
+        stop signal, at the latest under the row's lock in the start, and goes back to the
+        queue uncharged. Every stop signal is set before the first row is failed.
+        """
         with self._lock:
             self._closing = True  # no new job starts from here on
             live = list(self._live.items())
+            tracked = set(self._tracked)
         self._wake.set()
         for _, stop in live:
             stop.set()
@@ -195,7 +204,11 @@ class Runner:
             for job_id, _ in live:
                 try:
                     if transitions.fail_and_settle(
-                        job_id, transitions.INTERRUPTED, SHUTDOWN_MESSAGE, path="shutdown"
+                        job_id,
+                        transitions.INTERRUPTED,
+                        SHUTDOWN_MESSAGE,
+                        path="shutdown",
+                        started_only=job_id in tracked,
                     ):
                         log.warning("settled job %s at shutdown", job_id)
                 except Exception:  # noqa: BLE001 - the next poll's reaper settles it

@@ -9,6 +9,7 @@ compared on the database clock. What pages show of a job is in views.py.
 import functools
 import json
 import logging
+import threading
 import uuid
 from typing import Any
 
@@ -129,7 +130,7 @@ def in_flight_job(user_id: int) -> uuid.UUID | None:
     ).scalar_one_or_none()
 
 
-def start(job_id: uuid.UUID, run_id: uuid.UUID) -> Row | None:
+def start(job_id: uuid.UUID, run_id: uuid.UUID, stop: threading.Event | None = None) -> Row | None:
     """Move a job from pending to running and charge its point, in one transaction.
 
     Return the job's row, or None if it is no longer pending (reaped meanwhile) or is
@@ -139,6 +140,10 @@ def start(job_id: uuid.UUID, run_id: uuid.UUID) -> Row | None:
     in between waits and then sees a running, charged job: a job is running only if it
     was charged, and nothing can settle it before the charge lands. The run that
     starts it writes its run_id: only that run may carry on with it or finish it.
+
+    A stop signal set by then (its process is shutting down) is read under the row's
+    lock: the UPDATE is rolled back and the job stays pending, uncharged, for another
+    worker. Read after the lock, it cannot miss a shutdown that settles running jobs.
     """
     row = db.session.execute(
         text(
@@ -168,6 +173,9 @@ def start(job_id: uuid.UUID, run_id: uuid.UUID) -> Row | None:
         return mine
     try:
         failpoints.hit("after_running")
+        if stop is not None and stop.is_set():
+            db.session.rollback()
+            return None
         ledger.consume(row.user_id, job_id)
     except BaseException:
         db.session.rollback()
@@ -293,13 +301,19 @@ def status_of(job_id: uuid.UUID) -> str | None:
     return status
 
 
-def fail(job_id: uuid.UUID, error_code: str, message: str) -> int | None:
-    """Mark a pending or running job failed; return its owner, or None if already ended."""
+def fail(
+    job_id: uuid.UUID, error_code: str, message: str, started_only: bool = False
+) -> int | None:
+    """Mark a pending or running job failed; return its owner, or None if already ended.
+
+    started_only leaves a pending job alone: a queue task's, which goes back to the queue.
+    """
+    leaves = "'running'" if started_only else "'pending', 'running'"
     done = db.session.execute(
         text(
             f"UPDATE assessment_jobs SET status = 'failed', finished_at = {FINISHED_NOW},"
             " error_code = :c, message = :m"
-            f" WHERE id = :id AND status IN ('pending', 'running') RETURNING user_id, {DURATION}"
+            f" WHERE id = :id AND status IN ({leaves}) RETURNING user_id, {DURATION}"
         ),
         {"id": job_id, "c": error_code, "m": message},
     ).first()
@@ -343,14 +357,15 @@ def fail_and_settle(
     message: str,
     path: str = "finalizer",
     until: float | None = None,
+    started_only: bool = False,
 ) -> bool:
     """Fail a pending or running job and settle its point; False if it had ended already.
 
     A failed job that is not settled yet is settled either way: it may be this call's
     own retry, whose fail() committed before its answer was lost. `until` bounds how
-    long the finalizer retries a blip (the job's lease).
+    long the finalizer retries a blip (the job's lease); started_only is fail()'s.
     """
-    user_id = fail(job_id, error_code, message)
+    user_id = fail(job_id, error_code, message, started_only)
     if user_id is None:
         if (owner := _unsettled_owner(job_id)) is not None:
             billing.finalize(job_id, owner, path=path, until=until)
