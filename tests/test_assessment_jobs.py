@@ -144,7 +144,8 @@ def test_the_running_fragment_ticks_each_layer_as_it_is_fetched(make_app, upstre
         "Earthquake shaking": False,
     }
     # Four fifths of the fetching took this long: the page says about how long is left.
-    assert re.search(r"\d+% · about \d+ (s|min) left", html)
+    # (In a span of its own, which the page counts down between polls.)
+    assert re.search(r'\d+%<span class="left"[^>]*> · about \d+ (s|min) left</span>', html)
     upstream.released.set()
     html = poll_until(client, job_id, settled)
     assert attr(html, "data-status") == "succeeded"

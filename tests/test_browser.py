@@ -1,5 +1,6 @@
 """End to end in Debian's Chromium: what a user sees, with the fragment refreshing itself."""
 
+import math
 import os
 import re
 import signal
@@ -592,3 +593,50 @@ def test_an_unchanged_poll_is_answered_304_and_the_page_goes_on(page, live):
     page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=40_000)
     assert page.locator(".report").is_visible()
     assert violations == []
+
+
+def test_the_time_left_counts_on_in_the_page_while_polls_are_304(page, live):
+    """Once a layer is in, the time left is estimated from the progress and the seconds
+    so far; the page works it out as the server does, so the polls between two layers
+    stay 304 while the estimate moves."""
+    server = live(ASSESSMENT_WORK_SECONDS="30", POLL_INTERVAL_SECONDS="0.5", GUNICORN_ACCESSLOG="-")
+    sign_up(page, server, "countdown@example.com")
+    start_job(page, server, "札幌市")
+    page.wait_for_selector('#job-status .layer-ticks li[data-done="yes"]', timeout=60_000)
+    job_path = page.url.removeprefix(server.url)
+
+    def answered(code):
+        log = server.log_path.read_text()
+        return len(re.findall(rf'"GET {re.escape(job_path)}/status HTTP/1.1" {code} ', log))
+
+    def shown():
+        return page.evaluate(
+            """() => [document.querySelector('#job-status progress').value,
+                      document.querySelector('#job-status .left').textContent,
+                      Number(document.querySelector('#job-status .elapsed').textContent)]"""
+        )
+
+    # Layers fetched at about the same moment come in over a poll or two: wait for a
+    # second with no new one, then watch the next seconds, within one step.
+    progress, left, elapsed = shown()
+    while True:
+        page.wait_for_timeout(1_000)
+        if (now := shown())[0] == progress:
+            break
+        progress, left, elapsed = now
+    rendered, kept = answered(200), answered(304)
+    page.wait_for_timeout(2_500)
+    progress_after, left_after, elapsed_after = shown()
+
+    assert progress_after == progress > 0  # no new layer meanwhile
+    assert answered(200) == rendered and answered(304) >= kept + 3
+    # The estimate moved with the seconds, and reads as the server words it.
+    words = re.fullmatch(r" · about (\d+) (s|min) left", left_after)
+    assert words and left_after != left, (left, left_after)
+    expected = round(elapsed_after * (100 - progress) / progress)
+    shown_value = int(words[1])
+    assert shown_value == (expected if expected < 60 else math.ceil(expected / 60)), (
+        left_after,
+        elapsed_after,
+        progress,
+    )

@@ -230,6 +230,9 @@ def test_an_unchanged_fragment_is_answered_304_without_rendering(polled, sql, mo
         changed = again()
         assert changed.status_code == 200 and changed.headers["ETag"] not in tags, change
         tags.add(etag := changed.headers["ETag"])
+    # With progress made, the time left moves with the clock: the page counts it on.
+    sql("UPDATE assessment_jobs SET started_at = started_at - interval '20 seconds'")
+    assert again(etag).status_code == 304
     japanese = again(etag, **{"Accept-Language": "ja"})
     assert japanese.status_code == 200 and japanese.headers["ETag"] not in tags
     assert "ポイント" in japanese.get_data(as_text=True)
@@ -266,10 +269,11 @@ def test_a_verified_session_is_still_refused_once_too_old(make_app, sql, monkeyp
 def test_a_kept_fragment_differs_from_a_new_one_only_in_the_seconds(
     make_app, status, progress, late
 ):
-    """Whatever the fragment shows as the clock moves must be in its ETag, or be counted on
-    by the page: with the row the same but for the time, the same ETag must mean the same
-    fragment, the elapsed seconds aside. Fails if the template derives anything else from
-    the clock (an estimate, a countdown) that the ETag does not see."""
+    """Whatever the fragment shows as the clock moves must be counted on by the page: with
+    the row the same but for the time, a fragment differs from the kept one only in the
+    elapsed seconds and the time left (static/js/job-elapsed.js works both out), so one
+    ETag serves every poll. Fails if the template derives anything else from the clock
+    that the page does not count on, or if the ETag moves with the clock."""
     from dataclasses import replace
 
     from flask import g
@@ -286,20 +290,25 @@ def test_a_kept_fragment_differs_from_a_new_one_only_in_the_seconds(
     fragment = app.jinja_env.get_template(poll.FRAGMENT)
     url = f"/assessments/{job.id}/status"
 
-    def answer(seconds, language):
-        shown = replace(job, elapsed=seconds)
+    def answer(seconds, language, typical=None):
+        shown = replace(job, elapsed=seconds, typical=typical)
         with app.app_context():
             g.locale = language
             html = fragment.render(
                 job=shown, report=None, oob=True, config=app.config, status_url=url
             )
             etag = poll.fragment_etag(app, shown, language, url)
-        return etag, re.sub(r'data-elapsed="\d+">\d+<', "N<", html)
+        html = re.sub(r'data-elapsed="\d+">\d+<', "N<", html)
+        return etag, re.sub(r'(class="left"[^>]*>)[^<]*<', r"\1T<", html)
 
+    seconds = (0.4, 1.0, 1.6, 5, 59.2, 61, 90, 150, 151, 600, 3599, 3601, 7200.5)
     for language in ("en", "ja"):
-        seen = {}
-        for seconds in (0.4, 1.0, 1.6, 5, 59.2, 61, 90, 150, 151, 600, 3599, 3601, 7200.5):
-            etag, html = answer(seconds, language)
-            assert seen.setdefault(etag, html) == html, (language, seconds)
-        if progress == 0:
-            assert len(seen) == 1  # nothing moves but the seconds: always the kept copy
+        for typical in (None, 95.0):
+            seen = {}
+            for elapsed in seconds:
+                etag, html = answer(elapsed, language, typical)
+                assert seen.setdefault(etag, html) == html, (language, typical, elapsed)
+            assert len(seen) == 1  # nothing moves but what the page counts: the kept copy
+        # A new typical time (read once a minute) is a new fragment and a new ETag.
+        if status == "running":
+            assert answer(5, language, 95.0)[0] != answer(5, language, 120.0)[0]

@@ -13,15 +13,15 @@ and its report, a permanent session Flask would refresh, any error) goes on to F
 which answers it as before.
 
 A poll whose fragment would be the one the browser already has (the row unchanged but for
-the seconds, which the page counts on by itself) is answered 304 Not Modified without
-rendering: the fragment carries an ETag, Cache-Control `no-cache` lets the browser keep
-it and ask with If-None-Match, and the browser hands htmx the kept copy as a 200.
+the elapsed seconds and the time left, which the page counts on by itself) is answered
+304 Not Modified without rendering: the fragment carries an ETag, Cache-Control
+`no-cache` lets the browser keep it and ask with If-None-Match, and the browser hands
+htmx the kept copy as a 200.
 """
 
 import functools
 import hashlib
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -70,23 +70,13 @@ def fragment_build(app: Flask) -> str:
 def fragment_etag(app: Flask, job: views.JobView, language: str, url: str) -> str:
     """The ETag of a live job's fragment: it changes whenever the fragment's text would.
 
-    The row but for the clock (job.version), the language, the URL, the process's drain
-    flag, and the time-left estimate as the fragment words it (whole seconds under a
-    minute, else whole minutes). The elapsed seconds are left out: the page counts them.
+    The row but for the clock (job.version, the drain notice included), the language, the
+    URL, and the recent jobs' typical time (read once a minute per process). The elapsed
+    seconds and the time left are left out: the page counts them on from the progress and
+    that typical time (static/js/job-elapsed.js).
     """
-    draining = app.jinja_env.globals.get("draining")
-    left = job.seconds_left
-    shown = "" if left is None else str(left) if left < 60 else f"{math.ceil(left / 60)}m"
-    key = "|".join(
-        (
-            app.extensions["fragment_build"],
-            job.version,
-            language,
-            url,
-            "d" if draining is not None and draining() else "",
-            shown,
-        )
-    )
+    typical = "" if job.typical is None else f"{job.typical:.1f}"
+    key = "|".join((app.extensions["fragment_build"], job.version, language, url, typical))
     return '"' + hashlib.blake2b(key.encode(), digest_size=12).hexdigest() + '"'
 
 
