@@ -613,30 +613,31 @@ def test_the_time_left_counts_on_in_the_page_while_polls_are_304(page, live):
         return page.evaluate(
             """() => [document.querySelector('#job-status progress').value,
                       document.querySelector('#job-status .left').textContent,
-                      Number(document.querySelector('#job-status .elapsed').textContent)]"""
+                      Number(document.querySelector('#job-status .elapsed').textContent),
+                      document.querySelector('#job-status progress')
+                          .getAttribute('aria-valuetext')]"""
         )
 
     # Layers fetched at about the same moment come in over a poll or two: wait for a
     # second with no new one, then watch the next seconds, within one step.
-    progress, left, elapsed = shown()
+    progress, left, *_ = shown()
     while True:
         page.wait_for_timeout(1_000)
         if (now := shown())[0] == progress:
             break
-        progress, left, elapsed = now
+        progress, left, *_ = now
     rendered, kept = answered(200), answered(304)
     page.wait_for_timeout(2_500)
-    progress_after, left_after, elapsed_after = shown()
+    progress_after, left_after, elapsed, spoken = shown()
 
     assert progress_after == progress > 0  # no new layer meanwhile
     assert answered(200) == rendered and answered(304) >= kept + 3
-    # The estimate moved with the seconds, and reads as the server words it.
-    words = re.fullmatch(r" · about (\d+) (s|min) left", left_after)
+    # The estimate moved with the seconds, and reads as the server words it: from the
+    # exact seconds, which the whole ones shown are the floor of.
+    words = re.fullmatch(r" · (about (\d+) (s|min) left)", left_after)
     assert words and left_after != left, (left, left_after)
-    expected = round(elapsed_after * (100 - progress) / progress)
-    shown_value = int(words[1])
-    assert shown_value == (expected if expected < 60 else math.ceil(expected / 60)), (
-        left_after,
-        elapsed_after,
-        progress,
-    )
+    assert spoken == f"{progress}%, {words[1]}"  # what a screen reader hears on the bar
+    bounds = [math.floor(e * (100 - progress) / progress + 0.5) for e in (elapsed, elapsed + 1)]
+    if words[3] == "min":
+        bounds = [math.ceil(b / 60) for b in bounds]
+    assert bounds[0] <= int(words[2]) <= bounds[1], (left_after, elapsed, progress)

@@ -2,10 +2,11 @@
 
 import threading
 import time
+import uuid
 
 import pytest
 
-from app.jobs import procrastinate_executor, transitions
+from app.jobs import pipeline, procrastinate_executor, transitions
 from app.operations import failpoints
 from tests.conftest import job_id_from, off_the_main_thread, signed_in
 
@@ -163,17 +164,61 @@ def test_a_task_taken_while_its_worker_stops_goes_back_to_the_queue_uncharged(ma
 
 def test_a_task_whose_worker_shuts_down_before_it_starts_goes_back_uncharged(make_app, sql):
     # DRAIN_SECONDS=0: the shutdown settles at once whatever lives in the worker. A task
-    # taken just before it is tracked there but has not started: it is left pending.
+    # taken just before it is tracked there but has not started: it is left pending, and
+    # the task's start, reached only after the stop, sees the stop signal.
     app, client, actions = signed_in(make_app, **QUEUE)
     job_id = job_id_from(actions.submit())
     runner = app.extensions["runner"]
 
     with app.app_context(), runner.track(job_id) as stop:
-        runner.shutdown()
-        assert stop.is_set()
+        closing = threading.Thread(target=runner.shutdown)
+        closing.start()
+        assert stop.wait(5)
+        pipeline.run(job_id, stop)  # as the task's thread would, a moment late
         assert sql("SELECT status, error_code FROM assessment_jobs") == [("pending", None)]
+    closing.join(5)
+
+    assert sql("SELECT status, error_code FROM assessment_jobs") == [("pending", None)]
+    assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
+
+
+def test_a_task_that_does_not_come_back_at_shutdown_is_failed_at_once(make_app, sql):
+    # Its thread waits on something else (a connection, a lock) past the requeue's wait:
+    # its page must not wait a lease for the truth. It never started: no point was used.
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    runner = app.extensions["runner"]
+
+    with app.app_context(), runner.track(job_id):
+        runner.shutdown()
+        assert sql("SELECT status, error_code FROM assessment_jobs") == [("failed", "INTERRUPTED")]
 
     assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+
+
+def test_a_second_delivery_in_the_same_worker_shares_the_first_ones_stop(make_app):
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    runner = app.extensions["runner"]
+
+    with runner.track(job_id) as first, runner.track(job_id) as second:
+        assert second is first  # the shutdown's stop reaches both
+        assert runner.running_ids() == [job_id]
+    assert runner.running_ids() == []
+
+
+def test_a_job_started_again_after_a_drain_is_not_said_to_be_draining(make_app, sql):
+    # Marked draining while it waited in a stopping worker, then requeued and taken by
+    # another: its page must not say "finishing before a restart" until a heartbeat.
+    app, client, actions = signed_in(make_app, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    sql("UPDATE assessment_jobs SET draining = true")
+
+    with app.app_context():
+        assert transitions.start(job_id, uuid.uuid4()) is not None
+
+    assert sql("SELECT status, draining FROM assessment_jobs") == [("running", False)]
 
 
 STARTING_SQL = (

@@ -96,17 +96,18 @@ class Runner:
         """Count a job run on another owner's thread as living here; yield its stop signal.
 
         For a queue worker's threads: the job gets the same heartbeat, the same stop
-        signal when its row stops running, and the same settling at shutdown. The stop
+        signal when its row stops running, and the settling at shutdown of a job that
+        started (one still pending goes back to the queue: see shutdown). The stop
         signal is already set when this process is shutting down, and such a job is
         not counted here (the shutdown does not settle it: it never started). A second
-        delivery of a job that lives here already leaves the first its heartbeat and
-        stop signal.
+        delivery of a job that lives here already shares the first's stop signal and
+        leaves it the heartbeat.
         """
-        stop = threading.Event()
         with self._lock:
+            first = not self._closing and job_id not in self._live
+            stop = self._live.get(job_id) or threading.Event()
             if self._closing:
                 stop.set()
-            first = not self._closing and job_id not in self._live
             if first:
                 self._live[job_id] = stop
                 self._tracked.add(job_id)
@@ -187,9 +188,11 @@ class Runner:
     def shutdown(self) -> None:
         """Fail and settle the jobs of this process now, so users see the truth at once.
 
-        A queue task's job that has not started yet is left pending: its task sees the
-        stop signal, at the latest under the row's lock in the start, and goes back to the
-        queue uncharged. Every stop signal is set before the first row is failed.
+        A queue task's job that has not started yet is left pending at first: its task
+        sees the stop signal (at the latest under the row's lock, in the start) and goes
+        back to the queue uncharged. One still here REQUEUE_SECONDS later (its thread
+        waits on a connection or a lock) is failed like the others, so its page says so
+        now and not a lease later. Every stop signal is set before the first row is failed.
         """
         with self._lock:
             self._closing = True  # no new job starts from here on
@@ -201,20 +204,37 @@ class Runner:
         if not live:
             return
         with self.app.app_context():
-            for job_id, _ in live:
-                try:
-                    if transitions.fail_and_settle(
-                        job_id,
-                        transitions.INTERRUPTED,
-                        SHUTDOWN_MESSAGE,
-                        path="shutdown",
-                        started_only=job_id in tracked,
-                    ):
-                        log.warning("settled job %s at shutdown", job_id)
-                except Exception:  # noqa: BLE001 - the next poll's reaper settles it
-                    db.session.rollback()
-                    log.exception("could not settle job %s at shutdown", job_id)
+            pending = {
+                job_id
+                for job_id, _ in live
+                if not self._settle(job_id, started_only=job_id in tracked) and job_id in tracked
+            }
+            deadline = time.monotonic() + REQUEUE_SECONDS
+            while (left := pending & set(self.running_ids())) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            for job_id in left:
+                self._settle(job_id)
+
+    def _settle(self, job_id: uuid.UUID, started_only: bool = False) -> bool:
+        """Fail and settle one job at shutdown; True if this failed it."""
+        try:
+            failed = transitions.fail_and_settle(
+                job_id,
+                transitions.INTERRUPTED,
+                SHUTDOWN_MESSAGE,
+                path="shutdown",
+                started_only=started_only,
+            )
+        except Exception:  # noqa: BLE001 - the next poll's reaper settles it
+            db.session.rollback()
+            log.exception("could not settle job %s at shutdown", job_id)
+            return False
+        if failed:
+            log.warning("settled job %s at shutdown", job_id)
+        return failed
 
 
+# How long the shutdown lets a queue task that had not started go back to the queue.
+REQUEUE_SECONDS = 0.5
 SHUTDOWN_MESSAGE = "The service restarted while your assessment was running."
 NOT_STARTED_MESSAGE = "The service was too busy to start your assessment."

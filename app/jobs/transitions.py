@@ -148,7 +148,7 @@ def start(job_id: uuid.UUID, run_id: uuid.UUID, stop: threading.Event | None = N
     row = db.session.execute(
         text(
             "UPDATE assessment_jobs j SET status = 'running', started_at = clock_timestamp(),"
-            " heartbeat_at = now(), step = 'Starting', run_id = :run"
+            " heartbeat_at = now(), step = 'Starting', run_id = :run, draining = false"
             f" WHERE j.id = :id AND j.status = 'pending' AND NOT {STALE}"
             " RETURNING j.user_id, j.lang, j.area"
         ),

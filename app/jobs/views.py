@@ -5,6 +5,7 @@ transitions and billing modules' conditional statements; this module only decide
 """
 
 import hashlib
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -77,15 +78,17 @@ class JobView:
     def seconds_left(self) -> int | None:
         """Estimate the seconds left: what the recent jobs took, less the time so far.
 
-        Past that typical time (or before any job finished), from the progress made.
+        Past that typical time (or before any job finished), from the progress made. The
+        page counts it on between polls the same way (static/js/job-elapsed.js), halves
+        rounded up as there.
         """
         if self.status != "running":
             return None
         if self.typical is not None and self.elapsed < self.typical:
-            return max(1, round(self.typical - self.elapsed))
+            return max(1, math.floor(self.typical - self.elapsed + 0.5))
         if not 0 < self.progress < 100:
             return None
-        return round(self.elapsed * (100 - self.progress) / self.progress)
+        return math.floor(self.elapsed * (100 - self.progress) / self.progress + 0.5)
 
 
 # What a job's point is, read from the ledger and incidents in the same statement.
@@ -219,9 +222,14 @@ def _as_view(row: Any) -> JobView:
         balance=row.balance,
         version=row_version(row),
         # Read at most once a minute per process: no query of its own on a poll.
-        typical=estimate.typical_seconds() if row.status == "running" else None,
+        typical=_tenths(estimate.typical_seconds()) if row.status == "running" else None,
         draining=row.draining,
     )
+
+
+def _tenths(seconds: float | None) -> float | None:
+    # As the fragment gives it to the page (and the ETag digests it): to a tenth of a second.
+    return None if seconds is None else round(seconds, 1)
 
 
 def _select(job_id: uuid.UUID, user_id: int, generation: int | None) -> Any:
