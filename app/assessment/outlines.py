@@ -31,8 +31,8 @@ class Outline:
     """The extent an assessment reads, and how far it can be trusted."""
 
     geometry: BaseGeometry
-    kind: str  # "outline", "approximate" (a union of older units), "circle"
-    note: str = ""  # what it is, when it is not the unit's own outline
+    kind: str  # "outline", "approximate" (a union of older units, a coarser outline), "circle"
+    note: str = ""  # what it is, when it is not the unit's own outline (index.json's words)
 
 
 def _archive() -> zipfile.ZipFile:
@@ -93,6 +93,25 @@ def outline_of(area: Any) -> Outline:
     if entry.get("approximate"):
         return Outline(geometry, "approximate", entry["approximate"])
     return Outline(geometry, "outline")
+
+
+def coarse_codes() -> set[str]:
+    """Return the units whose outline is the fallback source's coarser one."""
+    return set(meta().get("fallback", {}).get("units", []))
+
+
+def edition(area: Any) -> tuple[str, str]:
+    """Return which N03 edition, via which copy, gave the area's outline (Japanese, English)."""
+    if getattr(area, "code5", "") in coarse_codes():
+        return (
+            "N03-21_210101（2021年1月1日時点、1%に簡素化）、smartnews-smri/japan-topography経由",
+            "N03-21_210101 (as of 2021-01-01, simplified to 1 %), "
+            "via smartnews-smri/japan-topography",
+        )
+    return (
+        "N03-22_220101（2022年1月1日時点）",
+        "N03-22_220101 (as of 2022-01-01), via geolonia/japanese-admins",
+    )
 
 
 def containing(lat: float, lon: float, codes: set[str] | None = None) -> list[str]:
