@@ -181,6 +181,17 @@ def test_a_unit_the_main_source_lacks_reads_a_coarser_outline_said_so(
     assert outlines.edition(resolve_place("千代田区"))[1].startswith("N03-22_220101")
 
 
+def test_a_point_near_a_coarse_outline_is_named_by_the_better_outline_or_that_unit():
+    # In both 長崎市's coarse outline and 長与町's real one: 長与町's.
+    assert set(outlines.containing(32.7968, 129.86794)) == {"42201", "42307"}
+    assert resolve_place("32.7968, 129.86794").name_ja == "長与町"
+    # In no outline, 320 m off 長崎市's coarse one (which may cut its coast): 長崎市.
+    assert outlines.containing(32.7239, 129.853) == []
+    assert resolve_place("32.7239, 129.853").name_ja == "長崎市"
+    with pytest.raises(PlaceNotFound):  # 3 km off it, at sea
+        resolve_place("32.8, 129.7")
+
+
 @pytest.mark.parametrize(
     ("lang", "words"),
     [
