@@ -22,6 +22,7 @@ from app.assessment.jshis import LIQUEFACTION_TENDENCY
 from app.assessment.providers import make_provider
 from app.assessment.work import run_assessment
 from app.caches.singleflight import SingleFlightCache
+from tests.conftest import job_id_from
 
 FLOOD = "01_flood_l2_shinsuishin_data"
 SIZE = tiles.TILE_SIZE
@@ -146,6 +147,79 @@ def test_a_point_covers_a_500_m_circle_in_the_municipality_it_lies_in():
 def test_a_point_outside_every_outline_is_a_clear_no(query):
     with pytest.raises(PlaceNotFound):
         resolve_place(query)
+
+
+# The gazetteer's recorded centres of the two cities (their city halls).
+@pytest.mark.parametrize(
+    ("query", "code5", "centre", "times_the_circle"),
+    [
+        ("長崎市", "42201", (32.75027778, 129.8777778), 10),
+        ("石垣市", "47207", (24.344419, 124.185246), 5),
+    ],
+)
+def test_a_unit_the_main_source_lacks_reads_a_coarser_outline_said_so(
+    query, code5, centre, times_the_circle
+):
+    # Before: geolonia's copy lacks these files, so they read a 3 km circle around the centre.
+    area = resolve_place(query)
+    assert area.code5 == code5 and (area.lat, area.lon) == pytest.approx(centre)
+    outline = outlines.outline_of(area)
+    assert outline.kind == "approximate"
+    assert outline.note == (
+        "coarser outline: N03-21_210101 (2021-01-01) simplified to 1 %, "
+        "via smartnews-smri/japan-topography"
+    )
+    assert shapely.contains_xy(outline.geometry, area.lon, area.lat)
+    circle = outlines.circle(area.lat, area.lon, outlines.MISSING_RADIUS_M)
+    assert outline.geometry.area > times_the_circle * circle.area  # 長崎市 14x, 石垣市 8x
+    meta = outlines.meta()
+    assert meta["missing"] == [] and code5 in meta["fallback"]["units"]
+    assert "smartnews-smri/japan-topography" in meta["fallback"]["via"]
+    credit = "「国土数値情報（行政区域データ）」（国土交通省）を加工して作成"
+    assert meta["fallback"]["credit_ja"] == meta["source"]["credit_ja"] == credit
+    assert outlines.edition(area)[1].startswith("N03-21_210101 (as of 2021-01-01")
+    assert outlines.edition(resolve_place("千代田区"))[1].startswith("N03-22_220101")
+
+
+def test_a_point_near_a_coarse_outline_is_named_by_the_better_outline_or_that_unit():
+    # In both 長崎市's coarse outline and 長与町's real one: 長与町's.
+    assert set(outlines.containing(32.7968, 129.86794)) == {"42201", "42307"}
+    assert resolve_place("32.7968, 129.86794").name_ja == "長与町"
+    # In no outline, 320 m off 長崎市's coarse one (which may cut its coast): 長崎市.
+    assert outlines.containing(32.7239, 129.853) == []
+    assert resolve_place("32.7239, 129.853").name_ja == "長崎市"
+    with pytest.raises(PlaceNotFound):  # 3 km off it, at sea
+        resolve_place("32.8, 129.7")
+
+
+@pytest.mark.parametrize(
+    ("lang", "words"),
+    [
+        (
+            "en",
+            [
+                "Approximate extent: a coarser outline (the main boundary source lacks this one",
+                "N03-21_210101 (as of 2021-01-01, simplified to 1 %), via smartnews-smri",
+            ],
+        ),
+        (
+            "ja",
+            [
+                "概算の範囲：簡素化した境界（行政区域の主な出典にこの境界がないため",
+                "N03-21_210101（2021年1月1日時点、1%に簡素化）、smartnews-smri",
+            ],
+        ),
+    ],
+)
+def test_the_report_says_the_outline_is_coarser_and_whence(client, actions, app, lang, words):
+    actions.signup()
+    job_id = job_id_from(actions.submit("長崎市", lang))
+    assert app.extensions["runner"].wait(10)
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert 'data-extent="approximate"' in page
+    credit = outlines.meta()["source"]["credit_" + lang]  # MLIT's, as for every unit
+    for text in [*words, credit]:
+        assert text in page
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ Accepted forms:
 - a point: "35.6812, 139.7671" (latitude, longitude in decimal degrees), or a GSI map URL
   whose fragment holds them ("https://maps.gsi.go.jp/#16/35.681236/139.767125/"): the
   report covers a 500 m circle around it, named by the municipality whose outline
-  (国土数値情報 N03, outlines.py) contains it.
+  (国土数値情報 N03, outlines.py) contains it (a real outline before a coarser stand-in;
+  in none, a coarser one within outlines.NEAR_COARSE_KM, whose coast it may cut).
 
 Abolished units (浜松市中区, 22131: Hamamatsu's wards before 2024) are not places any more:
 naming one raises PlaceSuperseded, which says what it became and offers the current units.
@@ -128,9 +129,14 @@ def _by_point(lat: float, lon: float) -> Area:
     gaz = gazetteer()
     current = {area.code5 for area in gaz.areas}
     found = [gaz.by_code5[c] for c in outlines.containing(lat, lon, current)]
+    # Where a coarser stand-in outline (長崎市's) overlaps a neighbour's real one, the real one.
+    coarse = outlines.coarse_codes()
+    found.sort(key=lambda unit: unit.code5 in coarse)
+    if not found and (near_coarse := outlines.nearest_coarse(lat, lon, current)):
+        found = [gaz.by_code5[near_coarse]]  # in a gap of its coarse outline: its coast
     approximate = False
     if not found:
-        # A unit whose outline the source lacks (長崎市): the nearest such centre, if close.
+        # A unit neither outline source has (none shipped now): the nearest such centre, if close.
         missing = set(outlines.meta()["missing"]) & current
         near = sorted((_km(lat, lon, gaz.by_code5[c].lat, gaz.by_code5[c].lon), c) for c in missing)
         if not near or near[0][0] > NEAR_MISSING_KM:

@@ -87,8 +87,8 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
             "real": True,
             "credit_ja": "出典：" + meta["source"]["credit_ja"] + "（簡略化）",
             "credit_en": meta["source"]["credit_en"] + " (simplified)",
-            "version_ja": "N03-22_220101（2022年1月1日時点）",
-            "version_en": "N03-22_220101 (as of 2022-01-01), via geolonia/japanese-admins",
+            "version_ja": outlines.edition(area)[0],
+            "version_en": outlines.edition(area)[1],
         }
     )
     services.append(
