@@ -13,7 +13,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -233,6 +234,43 @@ def scalar(app, statement: str, **params):
         return value
 
 
+Answer = tuple[int, bytes, dict[str, str]]
+
+
+@contextmanager
+def serve_http(respond: Callable[[str], Answer]) -> Iterator[str]:
+    """Serve GETs on a free port of 127.0.0.1 with respond(path); yield the server's URL.
+
+    The one server behind the tests' stand-ins for upstream services: each says only what
+    it answers, a status, a body and headers (JSON unless they name another content type).
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            status, body, headers = respond(self.path)
+            try:
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 class Upstream:
     """A real HTTP server on 127.0.0.1 whose answer each test chooses."""
 
@@ -253,38 +291,21 @@ class Upstream:
 
         return self.status, json.dumps(DemoProvider().fetch(dataset, key)).encode()
 
+    def respond(self, path: str) -> Answer:
+        self.hits[path] += 1
+        time.sleep(self.delay)
+        if path.lstrip("/").split("/", 1)[0] in self.held:
+            self.released.wait(30)
+        return *self.answer(path), {}
+
 
 @pytest.fixture
 def upstream() -> Iterator[Upstream]:
     state = Upstream()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            state.hits[self.path] += 1
-            time.sleep(state.delay)
-            if self.path.lstrip("/").split("/", 1)[0] in state.held:
-                state.released.wait(30)
-            status, body = state.answer(self.path)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up waiting
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    state.released.set()
-    server.shutdown()
-    server.server_close()
+    with serve_http(state.respond) as url:
+        state.url = url
+        yield state
+        state.released.set()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import io
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,12 +24,11 @@ from app.assessment.portal import ZONE_DATASETS
 from app.assessment.providers import ZONES, RoutedProvider, make_provider
 from app.assessment.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.upstream import ProviderError, RetryPolicy, retry_after_seconds
-from tests.conftest import job_id_from, signed_in
+from tests.conftest import Answer, job_id_from, serve_http, signed_in
 from tests.test_jobs import attr, poll_until, settled
 
 RECORDED = Path(__file__).parent / "recorded"
 FAST = RetryPolicy(timeout=2, retries=2, backoff=0.01, retry_after_cap=0.3)
-Answer = tuple[int, bytes, dict[str, str]]
 
 
 def recorded(name: str) -> bytes:
@@ -79,43 +77,24 @@ class Service:
         self.answer: Callable[[str], Answer] = normal
         self.delay = 0.0
         self.url = ""
+        self.lock = threading.Lock()
 
     def count(self, fragment: str) -> int:
         return sum(fragment in hit for hit in self.hits)
+
+    def respond(self, path: str) -> Answer:
+        with self.lock:
+            self.hits.append(path)
+        time.sleep(self.delay)
+        return self.answer(path)
 
 
 @pytest.fixture
 def service() -> Iterator[Service]:
     state = Service()
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            with lock:
-                state.hits.append(self.path)
-            time.sleep(state.delay)
-            status, body, headers = state.answer(self.path)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up waiting
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serve_http(state.respond) as url:
+        state.url = url
+        yield state
 
 
 def jshis(service: Service, **kwargs) -> JshisProvider:
