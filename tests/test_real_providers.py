@@ -297,14 +297,23 @@ def test_a_partly_real_job_keeps_the_banner(make_app, service: Service) -> None:
     assert "Some layers are built from demonstration data" in page
 
 
-def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
-    service.answer = lambda path: (
-        (200, b"<html>maintenance</html>", {}) if "/pshm/" in path else normal(path)
-    )
+def failed_and_refunded(make_app, service: Service):
+    """Run a job for the painted ward on the real providers, which must fail it and refund.
+
+    Return the app and the job's last status fragment.
+    """
     app, client, actions = signed_in(make_app, **config(service))
     job_id = job_id_from(actions.submit(PAINTED))
     html = poll_until(client, job_id, settled)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    return app, html
+
+
+def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
+    service.answer = lambda path: (
+        (200, b"<html>maintenance</html>", {}) if "/pshm/" in path else normal(path)
+    )
+    app, html = failed_and_refunded(make_app, service)
     assert "J-SHIS: the answer is not valid JSON" in html and "Your point was refunded." in html
     assert sql("SELECT error_code FROM assessment_jobs") == [("PROVIDER_ERROR",)]
     assert sql("SELECT point_balance FROM users") == [(3,)]
@@ -313,10 +322,7 @@ def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service
 
 def test_a_failing_portal_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
     service.answer = lambda path: (500, b"", {}) if "/portal/" in path else normal(path)
-    app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit(PAINTED))
-    html = poll_until(client, job_id, settled)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    app, html = failed_and_refunded(make_app, service)
     assert "hazard map portal: the service is unavailable (HTTP 500)" in html
     assert sql("SELECT point_balance FROM users") == [(3,)]
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
@@ -324,19 +330,13 @@ def test_a_failing_portal_fails_the_job_and_refunds(make_app, service: Service, 
 
 def test_a_tile_that_is_not_a_png_fails_the_job_honestly(make_app, service: Service, sql) -> None:
     service.answer = lambda path: (200, b"<html>", {}) if "/portal/" in path else normal(path)
-    app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit(PAINTED))
-    html = poll_until(client, job_id, settled)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    _, html = failed_and_refunded(make_app, service)
     assert "not a PNG tile" in html
 
 
 def test_no_data_at_any_mesh_fails_the_job_honestly(make_app, service: Service, sql) -> None:
     service.answer = lambda path: (404, b"{}", {}) if "/sstrct/" in path else normal(path)
-    app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit(PAINTED))
-    html = poll_until(client, job_id, settled)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    _, html = failed_and_refunded(make_app, service)
     meshes = len(JshisProvider().keys(resolve_place(PAINTED), "ground"))
     assert f"no data at any of the {meshes} places asked" in html
     assert sql("SELECT point_balance FROM users") == [(3,)]
