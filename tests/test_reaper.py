@@ -10,15 +10,15 @@ from tests.conftest import Actions, job_id_from, signed_in
 from tests.test_jobs import attr, clients_sharing_session, poll_until, settled
 
 
-def stale_charged_job(actions, sql):
-    """Make the signed-in user a running, charged job whose worker vanished an hour ago."""
-    user_id = sql("SELECT id FROM users")[0][0]
+def dead_job(sql, user_id, status="running"):
+    """Make user_id a charged job whose worker vanished an hour ago (running, or as given)."""
     job_id = sql(
         "INSERT INTO assessment_jobs (user_id, query_text, lang, status, created_at,"
-        " started_at, heartbeat_at) VALUES (%(u)s, 'x', 'en', 'running',"
+        " started_at, heartbeat_at) VALUES (%(u)s, 'x', 'en', %(s)s,"
         " now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')"
         " RETURNING id",
         u=user_id,
+        s=status,
     )[0][0]
     sql(
         "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
@@ -27,6 +27,11 @@ def stale_charged_job(actions, sql):
         j=job_id,
     )
     return job_id
+
+
+def stale_charged_job(actions, sql):
+    """Make the signed-in user a running, charged job whose worker vanished an hour ago."""
+    return dead_job(sql, sql("SELECT id FROM users")[0][0])
 
 
 def test_fifty_concurrent_polls_reap_and_refund_once(app, client, actions, sql, caplog):

@@ -17,30 +17,11 @@ from app.jobs import housekeeping, runner, sweep
 from app.operations import failpoints
 from app.points import billing
 from tests.conftest import TEST_CONFIG, Actions, job_id_from, signed_in, wait_for
-from tests.test_reaper import stale_charged_job
+from tests.test_reaper import dead_job, stale_charged_job
 
 
 def user_id_of(sql, email):
     return sql("SELECT id FROM users WHERE email = %(e)s", e=email)[0][0]
-
-
-def dead_job(sql, user_id, status="running"):
-    """A charged job whose worker vanished an hour ago, as stale_charged_job makes it."""
-    job_id = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, created_at,"
-        " started_at, heartbeat_at) VALUES (%(u)s, 'x', 'en', %(s)s,"
-        " now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')"
-        " RETURNING id",
-        u=user_id,
-        s=status,
-    )[0][0]
-    sql(
-        "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
-        " VALUES (%(u)s, 'consume', -1, %(j)s, 'test')",
-        u=user_id,
-        j=job_id,
-    )
-    return job_id
 
 
 def settled_and_refunded(sql, job_id):
