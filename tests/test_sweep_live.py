@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import requests
 
 from bench.common import BIN, ROOT, free_port
 from tests.conftest import wait_for
@@ -25,12 +24,7 @@ def killed_mid_job(live, sql):
     server = live(FAILPOINTS="after_consume=kill")
     owner = User(server)
     owner.signup("gone@example.com")
-    first = server.worker_pid()
-    try:
-        owner.submit()
-    except requests.RequestException:
-        pass  # the worker may die before its answer is out
-    second = server.wait_ready(not_pid=first)
+    second = owner.submit_to_a_dying_worker()
     wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
     return server, only_job(sql), second
 
