@@ -234,6 +234,27 @@ def scalar(app, statement: str, **params):
         return value
 
 
+def at_once(app, n: int, call) -> list:
+    """Return what call() returned on n threads released together, each in its own app context."""
+    from app.extensions import db
+
+    barrier = threading.Barrier(n)
+    results = []
+
+    def run():
+        with app.app_context():
+            barrier.wait()
+            results.append(call())
+            db.session.remove()
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return results
+
+
 Answer = tuple[int, bytes, dict[str, str]]
 
 
