@@ -329,22 +329,34 @@ def upstream() -> Iterator[Upstream]:
         state.released.set()
 
 
+@contextmanager
+def processes(kind, database_url: str, logs: Path, name: str) -> Iterator[Callable]:
+    """Hand a test start(...): a new kind (Server, Worker) on the database, started.
+
+    Each logs to logs/<name>-<n>.log; every one started is stopped at the end.
+    """
+    started = []
+
+    def start(*args, **env):
+        process = kind(database_url, logs / f"{name}-{len(started)}.log", *args, **env)
+        started.append(process.start())
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            process.stop()
+
+
 @pytest.fixture
 def live(database_url, tmp_path):
     """Start real gunicorn servers on the test database; stop them after the test."""
     from tests.live import Server
 
     truncate(database_url)
-    servers = []
-
-    def start(port=None, **env):
-        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", port, **env)
-        servers.append(server.start())
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    with processes(Server, database_url, tmp_path, "gunicorn") as start:
+        yield start
 
 
 @pytest.fixture
@@ -368,17 +380,9 @@ def proxied_live(database_url, db_proxy, tmp_path):
 
     truncate(database_url)
     through = make_url(database_url).set(host="127.0.0.1", port=db_proxy.port, query={})
-    started = []
-
-    def start(**env):
-        url = through.render_as_string(hide_password=False)
-        s = Server(url, tmp_path / f"gunicorn-{len(started)}.log", **env)
-        started.append(s.start())
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
+    url = through.render_as_string(hide_password=False)
+    with processes(Server, url, tmp_path, "gunicorn") as start:
+        yield start
 
 
 @pytest.fixture
@@ -386,16 +390,8 @@ def live_worker(database_url, tmp_path):
     """Start real queue workers (flask worker) on the test database; stop them after the test."""
     from tests.live import Worker
 
-    workers = []
-
-    def start(**env):
-        worker = Worker(database_url, tmp_path / f"worker-{len(workers)}.log", **env)
-        workers.append(worker.start())
-        return worker
-
-    yield start
-    for worker in workers:
-        worker.stop()
+    with processes(Worker, database_url, tmp_path, "worker") as start:
+        yield start
 
 
 def off_the_main_thread(call):
