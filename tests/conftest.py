@@ -259,8 +259,8 @@ Answer = tuple[int, bytes, dict[str, str]]
 
 
 @contextmanager
-def serve_http(respond: Callable[[str], Answer]) -> Iterator[str]:
-    """Serve GETs on a free port of 127.0.0.1 with respond(path); yield the server's URL.
+def serve_http(stand_in):
+    """Serve GETs on a free port of 127.0.0.1 with stand_in.respond(path), its URL in stand_in.url.
 
     The one server behind the tests' stand-ins for upstream services: each says only what
     it answers, a status, a body and headers (JSON unless they name another content type).
@@ -268,7 +268,7 @@ def serve_http(respond: Callable[[str], Answer]) -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            status, body, headers = respond(self.path)
+            status, body, headers = stand_in.respond(self.path)
             try:
                 self.send_response(status)
                 for name, value in {"Content-Type": "application/json", **headers}.items():
@@ -285,8 +285,9 @@ def serve_http(respond: Callable[[str], Answer]) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    stand_in.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield stand_in
     finally:
         server.shutdown()
         server.server_close()
@@ -322,9 +323,7 @@ class Upstream:
 
 @pytest.fixture
 def upstream() -> Iterator[Upstream]:
-    state = Upstream()
-    with serve_http(state.respond) as url:
-        state.url = url
+    with serve_http(Upstream()) as state:
         yield state
         state.released.set()
 

@@ -91,9 +91,7 @@ class Service:
 
 @pytest.fixture
 def service() -> Iterator[Service]:
-    state = Service()
-    with serve_http(state.respond) as url:
-        state.url = url
+    with serve_http(Service()) as state:
         yield state
 
 
