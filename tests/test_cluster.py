@@ -13,7 +13,7 @@ import requests
 from tests.conftest import wait_for
 from tests.live import FAST, User
 from tests.test_crash import (
-    assert_interrupted_and_refunded,
+    assert_sigterm_settles_its_job,
     assert_truthful,
     ledger_check,
     poll_until_settled,
@@ -141,14 +141,8 @@ def test_sigterm_settles_a_workers_jobs_before_it_exits(live, live_worker, sql, 
     user = User(server)
     user.signup("deploy-worker@example.com")
     job_id_of(user.submit())
-    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
 
-    worker.stop(signal.SIGTERM)
-
-    assert worker.proc.returncode == 0
-    assert_interrupted_and_refunded(sql)
-    assert sql("SELECT point_balance FROM users") == [(3,)]
-    assert ledger_check(database_url).returncode == 0
+    assert_sigterm_settles_its_job(worker, sql, database_url)
 
 
 def test_a_dead_workers_task_is_recorded_failed_and_never_run_again(

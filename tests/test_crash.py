@@ -82,6 +82,19 @@ def assert_interrupted_and_refunded(sql):
     ]
 
 
+def assert_sigterm_settles_its_job(process, sql, database_url):
+    """Once the one job is charged, SIGTERM the process running it (a web instance or a
+    queue worker): it exits cleanly, the job interrupted and refunded, the books right."""
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
+
+    process.stop(signal.SIGTERM)
+
+    assert process.proc.returncode == 0
+    assert_interrupted_and_refunded(sql)
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert ledger_check(database_url).returncode == 0
+
+
 @pytest.mark.parametrize(
     "point, charged",
     [
@@ -157,11 +170,5 @@ def test_sigterm_settles_a_running_job_before_the_worker_exits(live, sql, databa
     user = User(server)
     user.signup("deploy@example.com")
     assert user.submit().status_code == 303
-    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
 
-    server.stop(signal.SIGTERM)
-
-    assert server.proc.returncode == 0
-    assert_interrupted_and_refunded(sql)
-    assert sql("SELECT point_balance FROM users") == [(3,)]
-    assert ledger_check(database_url).returncode == 0
+    assert_sigterm_settles_its_job(server, sql, database_url)
