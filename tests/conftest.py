@@ -294,7 +294,7 @@ def serve_http(stand_in):
 
 
 class Upstream:
-    """A real HTTP server on 127.0.0.1 whose answer each test chooses."""
+    """The http provider's service, served by serve_http, whose answer each test chooses."""
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
