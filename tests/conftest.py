@@ -13,7 +13,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -233,8 +234,67 @@ def scalar(app, statement: str, **params):
         return value
 
 
+def at_once(app, n: int, call) -> list:
+    """Return what call() returned on n threads released together, each in its own app context."""
+    from app.extensions import db
+
+    barrier = threading.Barrier(n)
+    results = []
+
+    def run():
+        with app.app_context():
+            barrier.wait()
+            results.append(call())
+            db.session.remove()
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return results
+
+
+Answer = tuple[int, bytes, dict[str, str]]
+
+
+@contextmanager
+def serve_http(stand_in):
+    """Serve GETs on a free port of 127.0.0.1 with stand_in.respond(path), its URL in stand_in.url.
+
+    The one server behind the tests' stand-ins for upstream services: each says only what
+    it answers, a status, a body and headers (JSON unless they name another content type).
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            status, body, headers = stand_in.respond(self.path)
+            try:
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    stand_in.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield stand_in
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 class Upstream:
-    """A real HTTP server on 127.0.0.1 whose answer each test chooses."""
+    """The http provider's service, served by serve_http, whose answer each test chooses."""
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
@@ -253,38 +313,39 @@ class Upstream:
 
         return self.status, json.dumps(DemoProvider().fetch(dataset, key)).encode()
 
+    def respond(self, path: str) -> Answer:
+        self.hits[path] += 1
+        time.sleep(self.delay)
+        if path.lstrip("/").split("/", 1)[0] in self.held:
+            self.released.wait(30)
+        return *self.answer(path), {}
+
 
 @pytest.fixture
 def upstream() -> Iterator[Upstream]:
-    state = Upstream()
+    with serve_http(Upstream()) as state:
+        yield state
+        state.released.set()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            state.hits[self.path] += 1
-            time.sleep(state.delay)
-            if self.path.lstrip("/").split("/", 1)[0] in state.held:
-                state.released.wait(30)
-            status, body = state.answer(self.path)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up waiting
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+@contextmanager
+def processes(kind, database_url: str, logs: Path, name: str) -> Iterator[Callable]:
+    """Hand a test start(...): a new kind (Server, Worker) on the database, started.
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    state.released.set()
-    server.shutdown()
-    server.server_close()
+    Each logs to logs/<name>-<n>.log; every one started is stopped at the end.
+    """
+    started = []
+
+    def start(*args, **env):
+        process = kind(database_url, logs / f"{name}-{len(started)}.log", *args, **env)
+        started.append(process.start())
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            process.stop()
 
 
 @pytest.fixture
@@ -293,16 +354,8 @@ def live(database_url, tmp_path):
     from tests.live import Server
 
     truncate(database_url)
-    servers = []
-
-    def start(port=None, **env):
-        server = Server(database_url, tmp_path / f"gunicorn-{len(servers)}.log", port, **env)
-        servers.append(server.start())
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    with processes(Server, database_url, tmp_path, "gunicorn") as start:
+        yield start
 
 
 @pytest.fixture
@@ -326,17 +379,9 @@ def proxied_live(database_url, db_proxy, tmp_path):
 
     truncate(database_url)
     through = make_url(database_url).set(host="127.0.0.1", port=db_proxy.port, query={})
-    started = []
-
-    def start(**env):
-        url = through.render_as_string(hide_password=False)
-        s = Server(url, tmp_path / f"gunicorn-{len(started)}.log", **env)
-        started.append(s.start())
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
+    url = through.render_as_string(hide_password=False)
+    with processes(Server, url, tmp_path, "gunicorn") as start:
+        yield start
 
 
 @pytest.fixture
@@ -344,16 +389,8 @@ def live_worker(database_url, tmp_path):
     """Start real queue workers (flask worker) on the test database; stop them after the test."""
     from tests.live import Worker
 
-    workers = []
-
-    def start(**env):
-        worker = Worker(database_url, tmp_path / f"worker-{len(workers)}.log", **env)
-        workers.append(worker.start())
-        return worker
-
-    yield start
-    for worker in workers:
-        worker.stop()
+    with processes(Worker, database_url, tmp_path, "worker") as start:
+        yield start
 
 
 def off_the_main_thread(call):

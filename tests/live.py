@@ -4,7 +4,9 @@ They are bench/common.py's Server and Worker (one way to start, wait for and sto
 process) with the tests' own environment: short leases, heartbeats and work.
 """
 
+import os
 import re
+import signal
 from pathlib import Path
 
 import requests
@@ -39,6 +41,12 @@ class Server(common.Server):
             database_url, log_path.stem, "wsgi:app", port=port, log_path=log_path, **env
         )
 
+    def kill(self) -> None:
+        """SIGKILL the whole instance, its worker and its master, as a power cut would."""
+        os.kill(self.worker_pid(), signal.SIGKILL)
+        self.proc.kill()
+        self.proc.wait()
+
 
 class User:
     """A browser session against a live server."""
@@ -67,6 +75,18 @@ class User:
             allow_redirects=False,
             timeout=10,
         )
+
+    def submit_to_a_dying_worker(self) -> int:
+        """Submit where a failpoint kills the worker; return the pid of the one gunicorn starts.
+
+        The worker may die before its answer is out: the job row is what counts.
+        """
+        dying = self.server.worker_pid()
+        try:
+            self.submit()
+        except requests.RequestException:
+            pass
+        return self.server.wait_ready(not_pid=dying)
 
     def status(self, job_id) -> tuple[str, str, bool, str]:
         html = self.http.get(f"{self.server.url}/assessments/{job_id}/status", timeout=10).text

@@ -1,16 +1,14 @@
 """The real assessment inside the job: places at submit, providers, progress, report, cleanup."""
 
 import re
-import threading
 import time
 from datetime import timedelta
 
 from app.assessment import resolve_place
 from app.assessment.providers import DATASETS
 from app.assessment.work import keys_for
-from app.extensions import db
 from app.jobs import housekeeping
-from tests.conftest import Actions, Upstream, job_id_from, signed_in, wait_for
+from tests.conftest import Actions, Upstream, at_once, job_id_from, signed_in, wait_for
 from tests.test_jobs import attr, poll_until, settled
 
 
@@ -198,20 +196,8 @@ def test_concurrent_cleanup_triggers_purge_once(app, sql):
     )[0][0]
     old, recent = finished_job(sql, user_id, 40), finished_job(sql, user_id, 5)
     ledger_before = sql("SELECT * FROM point_ledger ORDER BY id")
-    barrier = threading.Barrier(20)
-    results = []
 
-    def run():
-        with app.app_context():
-            barrier.wait()
-            results.append(housekeeping.purge_if_due(600, 30))
-            db.session.remove()
-
-    threads = [threading.Thread(target=run) for _ in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    results = at_once(app, 20, lambda: housekeeping.purge_if_due(600, 30))
 
     assert sorted(results, key=str) == [1] + [None] * 19
     rows = dict(sql("SELECT id, result IS NULL FROM assessment_jobs"))

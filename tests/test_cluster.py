@@ -12,7 +12,12 @@ import requests
 
 from tests.conftest import wait_for
 from tests.live import FAST, User
-from tests.test_crash import assert_truthful, ledger_check, poll_until_settled
+from tests.test_crash import (
+    assert_sigterm_settles_its_job,
+    assert_truthful,
+    ledger_check,
+    poll_until_settled,
+)
 
 pytestmark = pytest.mark.server
 
@@ -25,13 +30,6 @@ WORK = "2"
 def job_id_of(response: requests.Response) -> str:
     assert response.status_code == 303, response.text[:300]
     return response.headers["Location"].rsplit("/", 1)[1]
-
-
-def kill_instance(server) -> None:
-    """SIGKILL a whole web instance: its worker and its master."""
-    os.kill(server.worker_pid(), signal.SIGKILL)
-    server.proc.kill()
-    server.proc.wait()
 
 
 @pytest.mark.parametrize("executor", ["thread", "procrastinate"])
@@ -78,7 +76,7 @@ def test_killing_any_process_mid_job_settles_every_job(
     time.sleep(rng.uniform(0, float(WORK)))
     victim = rng.choice(servers if kind == "web" else workers)
     if kind == "web":
-        kill_instance(victim)
+        victim.kill()
         survivor = servers[1 - servers.index(victim)]
     else:
         victim.stop(signal.SIGKILL)
@@ -143,20 +141,8 @@ def test_sigterm_settles_a_workers_jobs_before_it_exits(live, live_worker, sql, 
     user = User(server)
     user.signup("deploy-worker@example.com")
     job_id_of(user.submit())
-    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
 
-    worker.stop(signal.SIGTERM)
-
-    assert worker.proc.returncode == 0
-    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
-        ("failed", "INTERRUPTED", True)
-    ]
-    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
-        ("consume",),
-        ("refund",),
-    ]
-    assert sql("SELECT point_balance FROM users") == [(3,)]
-    assert ledger_check(database_url).returncode == 0
+    assert_sigterm_settles_its_job(worker, sql, database_url)
 
 
 def test_a_dead_workers_task_is_recorded_failed_and_never_run_again(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import wait_for
 from tests.live import FAST, User
 
 pytestmark = pytest.mark.server
@@ -70,6 +71,30 @@ def assert_truthful(sql, job_id, billing, html):
     return consumes
 
 
+def assert_interrupted_and_refunded(sql):
+    """The one job, stopped by a shutdown, failed as INTERRUPTED, settled and refunded."""
+    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
+        ("failed", "INTERRUPTED", True)
+    ]
+    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
+        ("consume",),
+        ("refund",),
+    ]
+
+
+def assert_sigterm_settles_its_job(process, sql, database_url):
+    """Once the one job is charged, SIGTERM the process running it (a web instance or a
+    queue worker): it exits cleanly, the job interrupted and refunded, the books right."""
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
+
+    process.stop(signal.SIGTERM)
+
+    assert process.proc.returncode == 0
+    assert_interrupted_and_refunded(sql)
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert ledger_check(database_url).returncode == 0
+
+
 @pytest.mark.parametrize(
     "point, charged",
     [
@@ -83,13 +108,8 @@ def test_worker_killed_in_the_job_path(live, sql, database_url, point, charged):
     server = live(FAILPOINTS=f"{point}=kill")
     user = User(server)
     user.signup("crash@example.com")
-    first_worker = server.worker_pid()
 
-    try:
-        user.submit()
-    except requests.RequestException:
-        pass  # the worker may die before its answer is out; the job row is what counts
-    server.wait_ready(not_pid=first_worker)  # gunicorn started a new worker by itself
+    user.submit_to_a_dying_worker()  # gunicorn starts a new worker by itself
     job_id = only_job(sql)
 
     status, billing, html = poll_until_settled(user, job_id)
@@ -115,12 +135,7 @@ def test_worker_killed_while_settling(live, sql, database_url, point):
     server = live(FAILPOINTS=f"after_consume=kill,{point}=kill")
     user = User(server)
     user.signup("settle@example.com")
-    first_worker = server.worker_pid()
-    try:
-        user.submit()
-    except requests.RequestException:
-        pass
-    second_worker = server.wait_ready(not_pid=first_worker)
+    second_worker = user.submit_to_a_dying_worker()
     job_id = only_job(sql)
 
     # Polls until one reaps the job and dies between the reap and the refund.
@@ -155,20 +170,5 @@ def test_sigterm_settles_a_running_job_before_the_worker_exits(live, sql, databa
     user = User(server)
     user.signup("deploy@example.com")
     assert user.submit().status_code == 303
-    deadline = time.monotonic() + 10
-    while not sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
-    server.stop(signal.SIGTERM)
-
-    assert server.proc.returncode == 0
-    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
-        ("failed", "INTERRUPTED", True)
-    ]
-    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
-        ("consume",),
-        ("refund",),
-    ]
-    assert sql("SELECT point_balance FROM users") == [(3,)]
-    assert ledger_check(database_url).returncode == 0
+    assert_sigterm_settles_its_job(server, sql, database_url)

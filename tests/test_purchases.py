@@ -1024,38 +1024,39 @@ def test_ledger_check_covers_what_the_review_found(app, sql):
         obj = fakestripe.completed_session(sid, user, 5, 2000, payment_intent=pi)
         assert domain.credit(obj, domain.parse_packs("5:2000")) == "credited"
     assert check() == (0, "ledger ok\n")
-    # A session marked paid that was never credited.
     unpaid = checkout(sql, user)
-    sql("UPDATE checkout_sessions SET status = 'paid' WHERE id = %(s)s", s=unpaid)
-    code, output = check()
-    assert code == 1 and f"{unpaid} is marked paid but was never credited" in output
-    sql("UPDATE checkout_sessions SET status = 'expired' WHERE id = %(s)s", s=unpaid)
-    # A purchase whose payment was refunded in full, with no reversal (written by hand).
-    sql(
-        "INSERT INTO payment_refunds (payment_intent, charge_id, full_refund, partial_seen)"
-        " VALUES (%(pi)s, 'ch_x', true, false)",
-        pi=pi,
-    )
-    code, output = check()
-    assert code == 1 and f"payment {pi} was refunded in full" in output
-    sql("DELETE FROM payment_refunds")
-    # An open PURCHASE_MISMATCH for a session that was credited.
-    sql(
-        "INSERT INTO incidents (scope, code, severity, detail, payment_ref)"
-        " VALUES ('payment', 'PURCHASE_MISMATCH', 'critical', 'no points credited', %(s)s)",
-        s=sid,
-    )
-    code, output = check()
-    assert code == 1 and f"Checkout Session {sid} was not credited, but it was" in output
-    sql("UPDATE incidents SET resolved_at = now()")
-    # A support row whose operator is not (or no longer) support.
-    sql(
-        "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
-        " VALUES (%(u)s, 'support', 1, %(u)s, 'by hand')",
-        u=user,
-    )
-    code, output = check()
-    assert code == 1 and "not a support user" in output
+    ids = {"s": sid, "unpaid": unpaid, "pi": pi, "u": user}
+    # The books broken by hand one way at a time: how, what ledger-check says, the mend.
+    for breaking, said, mend in (
+        (  # a session marked paid that was never credited
+            "UPDATE checkout_sessions SET status = 'paid' WHERE id = %(unpaid)s",
+            f"{unpaid} is marked paid but was never credited",
+            "UPDATE checkout_sessions SET status = 'expired' WHERE id = %(unpaid)s",
+        ),
+        (  # a purchase whose payment was refunded in full, with no reversal
+            "INSERT INTO payment_refunds (payment_intent, charge_id, full_refund, partial_seen)"
+            " VALUES (%(pi)s, 'ch_x', true, false)",
+            f"payment {pi} was refunded in full",
+            "DELETE FROM payment_refunds",
+        ),
+        (  # an open PURCHASE_MISMATCH for a session that was credited
+            "INSERT INTO incidents (scope, code, severity, detail, payment_ref)"
+            " VALUES ('payment', 'PURCHASE_MISMATCH', 'critical', 'no points credited', %(s)s)",
+            f"Checkout Session {sid} was not credited, but it was",
+            "UPDATE incidents SET resolved_at = now()",
+        ),
+        (  # a support row whose operator is not (or no longer) support
+            "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
+            " VALUES (%(u)s, 'support', 1, %(u)s, 'by hand')",
+            "not a support user",
+            None,
+        ),
+    ):
+        sql(breaking, **ids)
+        code, output = check()
+        assert code == 1 and said in output, output
+        if mend:
+            sql(mend, **ids)
     # An empty session id is refused by the database itself.
     for statement in (
         "INSERT INTO point_ledger (user_id, kind, amount, checkout_session)"

@@ -9,7 +9,6 @@ import io
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,12 +24,11 @@ from app.assessment.portal import ZONE_DATASETS
 from app.assessment.providers import ZONES, RoutedProvider, make_provider
 from app.assessment.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.upstream import ProviderError, RetryPolicy, retry_after_seconds
-from tests.conftest import job_id_from, signed_in
+from tests.conftest import Answer, job_id_from, serve_http, signed_in
 from tests.test_jobs import attr, poll_until, settled
 
 RECORDED = Path(__file__).parent / "recorded"
 FAST = RetryPolicy(timeout=2, retries=2, backoff=0.01, retry_after_cap=0.3)
-Answer = tuple[int, bytes, dict[str, str]]
 
 
 def recorded(name: str) -> bytes:
@@ -79,43 +77,22 @@ class Service:
         self.answer: Callable[[str], Answer] = normal
         self.delay = 0.0
         self.url = ""
+        self.lock = threading.Lock()
 
     def count(self, fragment: str) -> int:
         return sum(fragment in hit for hit in self.hits)
 
+    def respond(self, path: str) -> Answer:
+        with self.lock:
+            self.hits.append(path)
+        time.sleep(self.delay)
+        return self.answer(path)
+
 
 @pytest.fixture
 def service() -> Iterator[Service]:
-    state = Service()
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            with lock:
-                state.hits.append(self.path)
-            time.sleep(state.delay)
-            status, body, headers = state.answer(self.path)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up waiting
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serve_http(Service()) as state:
+        yield state
 
 
 def jshis(service: Service, **kwargs) -> JshisProvider:
@@ -318,14 +295,23 @@ def test_a_partly_real_job_keeps_the_banner(make_app, service: Service) -> None:
     assert "Some layers are built from demonstration data" in page
 
 
-def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
-    service.answer = lambda path: (
-        (200, b"<html>maintenance</html>", {}) if "/pshm/" in path else normal(path)
-    )
+def failed_and_refunded(make_app, service: Service):
+    """Run a job for the painted ward on the real providers, which must fail it and refund.
+
+    Return the app and the job's last status fragment.
+    """
     app, client, actions = signed_in(make_app, **config(service))
     job_id = job_id_from(actions.submit(PAINTED))
     html = poll_until(client, job_id, settled)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    return app, html
+
+
+def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
+    service.answer = lambda path: (
+        (200, b"<html>maintenance</html>", {}) if "/pshm/" in path else normal(path)
+    )
+    app, html = failed_and_refunded(make_app, service)
     assert "J-SHIS: the answer is not valid JSON" in html and "Your point was refunded." in html
     assert sql("SELECT error_code FROM assessment_jobs") == [("PROVIDER_ERROR",)]
     assert sql("SELECT point_balance FROM users") == [(3,)]
@@ -334,10 +320,7 @@ def test_a_malformed_answer_fails_the_job_and_refunds(make_app, service: Service
 
 def test_a_failing_portal_fails_the_job_and_refunds(make_app, service: Service, sql) -> None:
     service.answer = lambda path: (500, b"", {}) if "/portal/" in path else normal(path)
-    app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit(PAINTED))
-    html = poll_until(client, job_id, settled)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    app, html = failed_and_refunded(make_app, service)
     assert "hazard map portal: the service is unavailable (HTTP 500)" in html
     assert sql("SELECT point_balance FROM users") == [(3,)]
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
@@ -345,19 +328,13 @@ def test_a_failing_portal_fails_the_job_and_refunds(make_app, service: Service, 
 
 def test_a_tile_that_is_not_a_png_fails_the_job_honestly(make_app, service: Service, sql) -> None:
     service.answer = lambda path: (200, b"<html>", {}) if "/portal/" in path else normal(path)
-    app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit(PAINTED))
-    html = poll_until(client, job_id, settled)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    _, html = failed_and_refunded(make_app, service)
     assert "not a PNG tile" in html
 
 
 def test_no_data_at_any_mesh_fails_the_job_honestly(make_app, service: Service, sql) -> None:
     service.answer = lambda path: (404, b"{}", {}) if "/sstrct/" in path else normal(path)
-    app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit(PAINTED))
-    html = poll_until(client, job_id, settled)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
+    _, html = failed_and_refunded(make_app, service)
     meshes = len(JshisProvider().keys(resolve_place(PAINTED), "ground"))
     assert f"no data at any of the {meshes} places asked" in html
     assert sql("SELECT point_balance FROM users") == [(3,)]

@@ -10,15 +10,15 @@ from tests.conftest import Actions, job_id_from, signed_in
 from tests.test_jobs import attr, clients_sharing_session, poll_until, settled
 
 
-def stale_charged_job(actions, sql):
-    """Make the signed-in user a running, charged job whose worker vanished an hour ago."""
-    user_id = sql("SELECT id FROM users")[0][0]
+def dead_job(sql, user_id, status="running"):
+    """Make user_id a charged job whose worker vanished an hour ago (running, or as given)."""
     job_id = sql(
         "INSERT INTO assessment_jobs (user_id, query_text, lang, status, created_at,"
-        " started_at, heartbeat_at) VALUES (%(u)s, 'x', 'en', 'running',"
+        " started_at, heartbeat_at) VALUES (%(u)s, 'x', 'en', %(s)s,"
         " now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')"
         " RETURNING id",
         u=user_id,
+        s=status,
     )[0][0]
     sql(
         "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
@@ -27,6 +27,21 @@ def stale_charged_job(actions, sql):
         j=job_id,
     )
     return job_id
+
+
+def stale_charged_job(actions, sql):
+    """Make the signed-in user a running, charged job whose worker vanished an hour ago."""
+    return dead_job(sql, sql("SELECT id FROM users")[0][0])
+
+
+def pending_job(sql, user_id, age="0 seconds"):
+    """Make user_id a job that no worker has taken yet, queued age ago."""
+    return sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, created_at)"
+        " VALUES (%(u)s, 'x', 'en', now() - CAST(%(a)s AS interval)) RETURNING id",
+        u=user_id,
+        a=age,
+    )[0][0]
 
 
 def test_fifty_concurrent_polls_reap_and_refund_once(app, client, actions, sql, caplog):
@@ -257,12 +272,7 @@ def test_support_cannot_refund_a_job_that_succeeded(app, actions, sql):
 def test_an_orphaned_job_does_not_block_a_new_submit(client, actions, sql):
     # The worker died right after inserting: the user never saw the job's page.
     actions.signup()
-    user_id = sql("SELECT id FROM users")[0][0]
-    orphan = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, created_at)"
-        " VALUES (%(u)s, 'x', 'en', now() - interval '1 hour') RETURNING id",
-        u=user_id,
-    )[0][0]
+    orphan = pending_job(sql, sql("SELECT id FROM users")[0][0], "1 hour")
     response = actions.submit()
     assert response.status_code == 303
     assert sql(
@@ -285,12 +295,7 @@ def test_a_job_picked_up_past_its_lease_is_never_started_or_charged(app, actions
     from app.jobs import transitions
 
     actions.signup()
-    (user_id,) = sql("SELECT id FROM users")[0]
-    (job_id,) = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, created_at)"
-        " VALUES (%(u)s, 'x', 'en', now() - interval '1 hour') RETURNING id",
-        u=user_id,
-    )[0]
+    job_id = pending_job(sql, sql("SELECT id FROM users")[0][0], "1 hour")
     with app.app_context():
         assert transitions.start(job_id, uuid.uuid4()) is None
         db.session.rollback()

@@ -20,7 +20,7 @@ from app.jobs import pipeline, procrastinate_executor, transitions
 from app.operations import failpoints
 from app.points import billing, incidents, ledger
 from tests.conftest import job_id_from, signed_in, wait_for
-from tests.test_reaper import stale_charged_job
+from tests.test_reaper import pending_job, stale_charged_job
 from tests.test_sweep import WatchedDemo, ledger_check, settled_and_refunded
 
 
@@ -278,11 +278,7 @@ def test_a_cancel_in_a_transaction_older_than_the_start_ends_after_the_start(mak
     # transaction's start, which may precede the job's start committed meanwhile.
     app, _, actions = signed_in(make_app)
     user_id = sql("SELECT id FROM users")[0][0]
-    job_id = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang) VALUES (%(u)s, 'x', 'en')"
-        " RETURNING id",
-        u=user_id,
-    )[0][0]
+    job_id = pending_job(sql, user_id)
     with app.app_context():
         db.session.execute(text("SELECT 1 FROM users WHERE id = :u"), {"u": user_id})  # the loader
         time.sleep(0.01)  # the job starts a moment later, on its own connection

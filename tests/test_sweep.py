@@ -16,31 +16,12 @@ from app.extensions import db
 from app.jobs import housekeeping, runner, sweep
 from app.operations import failpoints
 from app.points import billing
-from tests.conftest import TEST_CONFIG, Actions, job_id_from, signed_in, wait_for
-from tests.test_reaper import stale_charged_job
+from tests.conftest import TEST_CONFIG, Actions, at_once, job_id_from, signed_in, wait_for
+from tests.test_reaper import dead_job, stale_charged_job
 
 
 def user_id_of(sql, email):
     return sql("SELECT id FROM users WHERE email = %(e)s", e=email)[0][0]
-
-
-def dead_job(sql, user_id, status="running"):
-    """A charged job whose worker vanished an hour ago, as stale_charged_job makes it."""
-    job_id = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, created_at,"
-        " started_at, heartbeat_at) VALUES (%(u)s, 'x', 'en', %(s)s,"
-        " now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')"
-        " RETURNING id",
-        u=user_id,
-        s=status,
-    )[0][0]
-    sql(
-        "INSERT INTO point_ledger (user_id, kind, amount, job_id, reason)"
-        " VALUES (%(u)s, 'consume', -1, %(j)s, 'test')",
-        u=user_id,
-        j=job_id,
-    )
-    return job_id
 
 
 def settled_and_refunded(sql, job_id):
@@ -132,20 +113,8 @@ def test_concurrent_sweeps_refund_each_job_once(make_app, sql):
     for n in range(8):
         Actions(app.test_client()).signup(f"c{n}@example.com")
     jobs = [dead_job(sql, user_id_of(sql, f"c{n}@example.com")) for n in range(8)]
-    barrier = threading.Barrier(6)
-    totals = []
 
-    def run():
-        with app.app_context():
-            barrier.wait()
-            totals.append(sweep.sweep(batch=3))
-            db.session.remove()
-
-    threads = [threading.Thread(target=run) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    totals = at_once(app, 6, lambda: sweep.sweep(batch=3))
 
     assert sum(r for r, _ in totals) == 8
     assert sum(f for _, f in totals) == 8

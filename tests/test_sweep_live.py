@@ -8,12 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import requests
 
 from bench.common import BIN, ROOT, free_port
 from tests.conftest import wait_for
 from tests.live import FAST, User
 from tests.test_crash import ledger_check, only_job
+from tests.test_sweep import settled_and_refunded
 
 pytestmark = pytest.mark.server
 
@@ -25,23 +25,9 @@ def killed_mid_job(live, sql):
     server = live(FAILPOINTS="after_consume=kill")
     owner = User(server)
     owner.signup("gone@example.com")
-    first = server.worker_pid()
-    try:
-        owner.submit()
-    except requests.RequestException:
-        pass  # the worker may die before its answer is out
-    second = server.wait_ready(not_pid=first)
+    second = owner.submit_to_a_dying_worker()
     wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
     return server, only_job(sql), second
-
-
-def refunded(sql, job_id):
-    return sql(
-        "SELECT j.status, j.finalized_at IS NOT NULL, count(r.id) FROM assessment_jobs j"
-        " LEFT JOIN point_ledger r ON r.job_id = j.id AND r.kind = 'refund'"
-        " WHERE j.id = %(j)s GROUP BY j.id",
-        j=job_id,
-    ) == [("failed", True, 1)]
 
 
 def stale(sql):
@@ -59,7 +45,7 @@ def test_another_users_requests_refund_a_job_whose_owner_never_returns(live, sql
 
     def browse_then_check():
         other.http.get(server.url + "/", timeout=5)
-        return refunded(sql, job_id)
+        return settled_and_refunded(sql, job_id)
 
     wait_for(browse_then_check, timeout=LEASE * 10)
 
@@ -82,7 +68,7 @@ def test_a_restarted_worker_refunds_it_with_no_request_at_all(live, sql, databas
 
     os.kill(second, signal.SIGKILL)  # gunicorn starts a new worker, which sweeps first
 
-    wait_for(lambda: refunded(sql, job_id), timeout=30)
+    wait_for(lambda: settled_and_refunded(sql, job_id), timeout=30)
     assert sql("SELECT point_balance FROM users") == [(3,)]
     assert ledger_check(database_url).returncode == 0
 
@@ -109,7 +95,7 @@ def test_flask_sweep_on_its_own_refunds_it(live, sql, database_url):
 
     assert swept.returncode == 0, swept.stderr
     assert swept.stdout.strip() == "reaped 1, finalized 1"
-    assert refunded(sql, job_id)
+    assert settled_and_refunded(sql, job_id)
     assert sql("SELECT point_balance FROM users") == [(3,)]
     assert flask(database_url, "ledger-check").returncode == 0
 

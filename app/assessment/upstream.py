@@ -8,8 +8,6 @@ its lease. Every other failure raises UpstreamError at once with a reason a user
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -95,20 +93,3 @@ def get_json(
         raise UpstreamError(
             "the answer is not valid JSON", 200, body[:80].decode(errors="replace")
         ) from exc
-
-
-def _http_reason(status: int) -> str:
-    if status == 429:
-        return "the service asked us to slow down (HTTP 429)"
-    if status >= 500:
-        return f"the service is unavailable (HTTP {status})"
-    return f"the server answered HTTP {status}"
-
-
-def _read_quietly(exc: urllib.error.HTTPError) -> str:
-    try:
-        return exc.read()[:200].decode(errors="replace")
-    except OSError:
-        return ""
-    finally:
-        exc.close()

@@ -51,19 +51,20 @@ def printable(form, field) -> None:
         raise ValidationError(_l("Remove the control characters from this field."))
 
 
-class SignupForm(Form):
-    email = EmailField(
-        _l("Email"),
-        validators=[
-            DataRequired(_l("Enter your email address.")),
-            Length(max=254),
-            printable,
-            Email(),  # WTForms words it, in Japanese too (its own catalog)
-        ],
-        filters=[stripped],  # as login and the stored address do
+def email_field(label, required, *more) -> EmailField:
+    """An email address as every form takes it: required, printable, 254 characters at
+    most, and stripped, as the stored address is."""
+    return EmailField(
+        label,
+        validators=[DataRequired(required), Length(max=254), printable, *more],
+        filters=[stripped],
     )
-    password = PasswordField(
-        _l("Password"),
+
+
+def new_password_field(label) -> PasswordField:
+    """A password being chosen, at sign-up or on the account page: 8 to 128 characters."""
+    return PasswordField(
+        label,
         validators=[
             DataRequired(_l("Choose a password.")),
             Length(min=8, max=128, message=_l("Use 8 to 128 characters.")),
@@ -71,12 +72,17 @@ class SignupForm(Form):
     )
 
 
-class LoginForm(Form):
-    email = EmailField(
+class SignupForm(Form):
+    email = email_field(
         _l("Email"),
-        validators=[DataRequired(_l("Enter your email address.")), Length(max=254), printable],
-        filters=[stripped],
+        _l("Enter your email address."),
+        Email(),  # WTForms words it, in Japanese too (its own catalog)
     )
+    password = new_password_field(_l("Password"))
+
+
+class LoginForm(Form):
+    email = email_field(_l("Email"), _l("Enter your email address."))
     password = PasswordField(
         _l("Password"), validators=[DataRequired(_l("Enter your password.")), Length(max=128)]
     )
@@ -123,13 +129,7 @@ class PasswordForm(Form):
     current_password = PasswordField(
         _l("Current password"), validators=[DataRequired(_l("Enter your current password."))]
     )
-    new_password = PasswordField(
-        _l("New password"),
-        validators=[
-            DataRequired(_l("Choose a password.")),
-            Length(min=8, max=128, message=_l("Use 8 to 128 characters.")),
-        ],
-    )
+    new_password = new_password_field(_l("New password"))
 
 
 class PreferencesForm(Form):
@@ -150,15 +150,7 @@ def nonzero(form, field) -> None:
 class AdjustPointsForm(ReasonForm):
     """Support's grant (positive) or correction (negative) of a user's points, with a reason."""
 
-    email = EmailField(
-        _l("User's email"),
-        validators=[
-            DataRequired(_l("Enter the user's email address.")),
-            Length(max=254),
-            printable,
-        ],
-        filters=[stripped],
-    )
+    email = email_field(_l("User's email"), _l("Enter the user's email address."))
     amount = IntegerField(
         _l("Points (negative to take back)"),
         validators=[
