@@ -203,9 +203,12 @@ def test_a_job_gone_quiet_says_checking_then_the_reaping_poll_settles_it(client,
     assert "hx-trigger" not in html
 
 
-def test_shutdown_while_a_job_is_being_charged_refunds_it(make_app, sql):
-    # The job thread holds its row between "running" and the charge: shutdown must wait
-    # for the charge and then refund it, never say "no point was used" before it lands.
+def test_shutdown_while_a_job_is_being_charged_never_charges_it(make_app, sql):
+    # The job thread holds its row between "running" and the charge. The shutdown sets
+    # the job's stop signal first, and the start reads it under that lock before it
+    # charges: it rolls back, and the shutdown, which waited on the lock, fails a job that
+    # was never charged. "No point was used" is then the truth, not a guess before a
+    # charge lands.
     app, client, actions = signed_in(make_app, FAILPOINTS="after_running=sleep:1")
     job_id = job_id_from(actions.submit())
     time.sleep(0.3)  # the thread is inside its start transaction, sleeping
@@ -214,9 +217,10 @@ def test_shutdown_while_a_job_is_being_charged_refunds_it(make_app, sql):
 
     assert app.extensions["runner"].wait(10)
     html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
-    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
-    kinds = sql("SELECT kind FROM point_ledger WHERE job_id = %(j)s ORDER BY id", j=job_id)
-    assert kinds == [("consume",), ("refund",)]
+    assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "not_charged")
+    assert "No point was used" in html
+    assert sql("SELECT kind FROM point_ledger WHERE job_id = %(j)s", j=job_id) == []
+    assert sql("SELECT point_balance FROM users") == [(3,)]
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
 
 
