@@ -218,6 +218,15 @@ def wait_for(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+def idle_in_transaction(sql, query_like: str) -> int:
+    """Count this database's sessions holding a transaction open after a query LIKE that."""
+    return sql(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND state = 'idle in transaction' AND query LIKE %(q)s",
+        q=query_like,
+    )[0][0]
+
+
 def job_id_from(response) -> uuid.UUID:
     """Return the job id a submit redirected to."""
     assert response.status_code == 303, response.get_data(as_text=True)[:500]

@@ -14,7 +14,7 @@ import requests
 from prometheus_client import REGISTRY
 
 from tests import fakestripe
-from tests.conftest import Actions, csrf_token, wait_for
+from tests.conftest import Actions, csrf_token, idle_in_transaction, wait_for
 
 SECRET = "whsec_test_constructed"
 PAY = {
@@ -831,15 +831,7 @@ def test_a_refund_while_its_credit_is_uncommitted_waits_and_reverses_it(live, sq
     payer = threading.Thread(target=pay)
     payer.start()
     # The credit has written its purchase row and waits, in its open transaction.
-    wait_for(
-        lambda: (
-            sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND state = 'idle in transaction' AND query LIKE '%%FROM payment_refunds%%'"
-            )[0][0]
-            == 1
-        )
-    )
+    wait_for(lambda: idle_in_transaction(sql, "%FROM payment_refunds%") == 1)
     refund = fakestripe.event("charge.refunded", fakestripe.refunded_charge(pi, 2000))
     outcomes["refund"] = deliver(shop.url, refund).json()
     payer.join(30)

@@ -1,14 +1,19 @@
 """JOB_EXECUTOR=procrastinate in one process: row and task together, admission, the task."""
 
 import threading
-import time
 import uuid
 
 import pytest
 
 from app.jobs import pipeline, procrastinate_executor, transitions
 from app.operations import failpoints
-from tests.conftest import job_id_from, off_the_main_thread, signed_in
+from tests.conftest import (
+    idle_in_transaction,
+    job_id_from,
+    off_the_main_thread,
+    signed_in,
+    wait_for,
+)
 
 QUEUE = {"JOB_EXECUTOR": "procrastinate"}
 
@@ -221,13 +226,6 @@ def test_a_job_started_again_after_a_drain_is_not_said_to_be_draining(make_app, 
     assert sql("SELECT status, draining FROM assessment_jobs") == [("running", False)]
 
 
-STARTING_SQL = (
-    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-    " AND state = 'idle in transaction'"
-    " AND query LIKE 'UPDATE assessment_jobs j SET status = ''running''%%'"
-)
-
-
 def test_a_shutdown_during_the_start_sends_the_task_back_uncharged(make_app, sql):
     # The shutdown comes while the task's start holds the row (moved to running, not yet
     # charged): the start reads the stop signal under that lock and rolls back; the
@@ -246,11 +244,10 @@ def test_a_shutdown_during_the_start_sends_the_task_back_uncharged(make_app, sql
 
     thread = threading.Thread(target=task)
     thread.start()
-    deadline = time.monotonic() + 10
     # Its UPDATE is not committed, so not visible: wait for its transaction to idle.
-    while sql(STARTING_SQL) != [(1,)]:
-        assert time.monotonic() < deadline, "the task never reached its start"
-        time.sleep(0.01)
+    wait_for(
+        lambda: idle_in_transaction(sql, "UPDATE assessment_jobs j SET status = 'running'%") == 1
+    )
     runner.shutdown()
     thread.join(10)
 
