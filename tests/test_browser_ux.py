@@ -24,6 +24,9 @@ DESKTOP = {"width": 1280, "height": 800}
 def to_japanese(page, server):
     page.goto(server.url + "/")
     page.get_by_role("button", name="日本語").click()
+    # The choice is a form post and its redirect: wait for its answer, or the next goto
+    # can race it and load the page still in English.
+    page.wait_for_selector('html[lang="ja"]')
 
 
 def test_a_report_finished_while_watching_is_the_full_pages_report(page, live):
