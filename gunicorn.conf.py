@@ -70,7 +70,7 @@ def on_starting(server):
         db.engine.dispose()  # the forked worker must not inherit the master's connections
     # Build the place index once here: every worker forked later shares it, so a
     # restarted worker answers at once instead of after a second of indexing.
-    from app.assessment.gazetteer import gazetteer
+    from app.assessment.place.gazetteer import gazetteer
 
     gazetteer()
     # Everything built so far lives as long as the process: keep it out of the cyclic

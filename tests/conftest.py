@@ -318,7 +318,7 @@ class Upstream:
         if self.body is not None:
             return self.status, self.body
         dataset, key = path.lstrip("/").split("/", 1)
-        from app.assessment.providers import DemoProvider
+        from app.assessment.sources.providers import DemoProvider
 
         return self.status, json.dumps(DemoProvider().fetch(dataset, key)).encode()
 

@@ -5,7 +5,7 @@ import time
 from datetime import timedelta
 
 from app.assessment import resolve_place
-from app.assessment.providers import DATASETS
+from app.assessment.sources.providers import DATASETS
 from app.assessment.work import keys_for
 from app.jobs import housekeeping
 from tests.conftest import Actions, Upstream, at_once, job_id_from, signed_in, wait_for

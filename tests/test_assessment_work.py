@@ -15,8 +15,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import escape
 
 from app.assessment import ProviderError, make_provider, resolve_place, run_assessment
-from app.assessment.analysis import LAYERS, level_of
-from app.assessment.providers import DATASETS, DemoProvider
+from app.assessment.report.analysis import LAYERS, level_of
+from app.assessment.sources.providers import DATASETS, DemoProvider
 from app.assessment.work import TILE_FETCHERS, keys_for
 from app.caches.singleflight import SingleFlightCache
 from app.web import reasons

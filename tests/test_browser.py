@@ -9,7 +9,7 @@ import pytest
 import requests
 from axe_playwright_python.sync_playwright import Axe
 
-from app.assessment.analysis import LAYERS
+from app.assessment.report.analysis import LAYERS
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.browser

@@ -3,9 +3,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.assessment import analysis
-from app.assessment.area import Area
-from app.assessment.gazetteer import gazetteer
+from app.assessment.place.area import Area
+from app.assessment.place.gazetteer import gazetteer
+from app.assessment.report import analysis
 
 INDEX = st.floats(min_value=0, max_value=1, allow_nan=False)
 LAYER_INDEXES = st.lists(INDEX, min_size=len(analysis.LAYERS), max_size=len(analysis.LAYERS))

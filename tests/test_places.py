@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from app.assessment import gazetteer as gazetteer_module
-from app.assessment.area import Area, tile_of, tiles_around
-from app.assessment.gazetteer import gazetteer
-from app.assessment.places import PlaceAmbiguous, PlaceNotFound, resolve_place
+from app.assessment.place import gazetteer as gazetteer_module
+from app.assessment.place.area import Area, tile_of, tiles_around
+from app.assessment.place.gazetteer import gazetteer
+from app.assessment.place.resolver import PlaceAmbiguous, PlaceNotFound, resolve_place
 
 # Each prefecture's seat of government: code with check digit, name, reading, romaji.
 CAPITALS = [

@@ -6,11 +6,11 @@ from importlib import metadata
 
 import pytest
 
-from app.assessment import changes, postal
-from app.assessment import gazetteer as gazetteer_module
-from app.assessment.area import Area
-from app.assessment.gazetteer import check_digit, gazetteer
-from app.assessment.places import (
+from app.assessment.place import changes, postal
+from app.assessment.place import gazetteer as gazetteer_module
+from app.assessment.place.area import Area
+from app.assessment.place.gazetteer import check_digit, gazetteer
+from app.assessment.place.resolver import (
     PlaceAmbiguous,
     PlaceNotFound,
     PlaceSuperseded,

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app.assessment.providers import (
+from app.assessment.sources.providers import (
     DATASETS,
     DEMO_CALLS_PER_JOB,
     DemoProvider,

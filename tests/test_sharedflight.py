@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app.assessment.analysis import LAYERS
+from app.assessment.report.analysis import LAYERS
 from app.caches.sharedflight import SharedSingleFlightCache
 from app.extensions import db
 

@@ -9,8 +9,8 @@ import pytest
 
 from app import create_app
 from app.assessment import resolve_place, run_assessment
-from app.assessment.analysis import LAYERS
-from app.assessment.providers import DemoProvider, HttpProvider, Stopped
+from app.assessment.report.analysis import LAYERS
+from app.assessment.sources.providers import DemoProvider, HttpProvider, Stopped
 from app.caches.singleflight import SingleFlightCache
 from app.extensions import db
 from app.jobs import housekeeping, runner, sweep

@@ -4,8 +4,8 @@ import html
 import re
 from pathlib import Path
 
-from app.assessment.gazetteer import gazetteer
-from app.assessment.places import query_for, resolve_place
+from app.assessment.place.gazetteer import gazetteer
+from app.assessment.place.resolver import query_for, resolve_place
 from tests.conftest import Actions, csrf_token, job_id_from, signed_in, wait_for
 
 DEMO = "demonstration data"
@@ -122,7 +122,7 @@ def test_a_cut_list_says_how_many_matched_and_a_choice_keeps_what_was_typed(clie
 
 
 def test_the_headline_never_reads_milder_than_the_worst_layer():
-    from app.assessment import analysis
+    from app.assessment.report import analysis
 
     for area in gazetteer().areas[::7]:
         for lang in analysis.LANGS:

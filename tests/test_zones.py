@@ -15,11 +15,13 @@ import pytest
 import shapely
 from PIL import Image
 
-from app.assessment import outlines, resolve_place, tiles
-from app.assessment.analysis import LAYERS
-from app.assessment.exceptions import PlaceNotFound
-from app.assessment.jshis import LIQUEFACTION_TENDENCY
-from app.assessment.providers import make_provider
+from app.assessment import resolve_place
+from app.assessment.errors import PlaceNotFound
+from app.assessment.place import outlines
+from app.assessment.report.analysis import LAYERS
+from app.assessment.sources import tiles
+from app.assessment.sources.jshis import LIQUEFACTION_TENDENCY
+from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
 from app.caches.singleflight import SingleFlightCache
 from tests.conftest import job_id_from

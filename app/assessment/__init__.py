@@ -4,9 +4,9 @@ May import app.caches and the root modules (config, extensions, models); never a
 app.jobs or app.web.
 """
 
-from .area import Area
-from .places import PlaceAmbiguous, PlaceNotFound, PlaceSuperseded, resolve_place
-from .providers import LayerProvider, ProviderError, Stopped, make_provider
+from .place.area import Area
+from .place.resolver import PlaceAmbiguous, PlaceNotFound, PlaceSuperseded, resolve_place
+from .sources.providers import LayerProvider, ProviderError, Stopped, make_provider
 from .work import run_assessment
 
 __all__ = [

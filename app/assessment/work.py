@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
-from . import portal, provenance, terms, tiles, zones
-from .analysis import LANGS, LAYERS, Layer, analyse
-from .area import Area
-from .providers import DATASETS, LayerProvider, ProviderError, Stopped, default_keys
+from .place.area import Area
+from .report import provenance
+from .report.analysis import LANGS, LAYERS, Layer, analyse
+from .sources import portal, terms, tiles, zones
+from .sources.providers import DATASETS, LayerProvider, ProviderError, Stopped, default_keys
 
 Fetched = dict[str, list[dict[str, Any]]]
 

@@ -13,8 +13,8 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from ..assessment.analysis import LAYERS, WEIGHTS, Layer
-from ..assessment.headline import headline
+from ..assessment.report.analysis import LAYERS, WEIGHTS, Layer
+from ..assessment.report.headline import headline
 from ..assessment.work import ANALYSING_STEP, LAYERS_STEP
 from ..extensions import db
 from ..operations import failpoints

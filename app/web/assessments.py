@@ -18,7 +18,9 @@ from flask import (
 from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
-from ..assessment import PlaceAmbiguous, PlaceNotFound, analysis, places
+from ..assessment import PlaceAmbiguous, PlaceNotFound
+from ..assessment.place import resolver
+from ..assessment.report import analysis
 from ..extensions import login_manager
 from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
@@ -63,7 +65,7 @@ def new():
         "assessments/new.html",
         form=form,
         typed=request.args.get("typed", "")[:200],
-        preview=places.preview(form.query.data) if form.query.data else None,
+        preview=resolver.preview(form.query.data) if form.query.data else None,
     )
 
 
@@ -72,14 +74,14 @@ def new():
 def place():
     """Name the place a query would assess, before any point is spent (the form's preview)."""
     return render_template(
-        "partials/_place_preview.html", preview=places.preview(request.args.get("query", ""))
+        "partials/_place_preview.html", preview=resolver.preview(request.args.get("query", ""))
     )
 
 
 @bp.app_template_filter("place_query")
 def place_query(area) -> str:
     """Return the words a choice fills the form with: readable, and naming only that area."""
-    return places.query_for(area)
+    return resolver.query_for(area)
 
 
 @bp.post("")
@@ -242,7 +244,7 @@ def _session_ended():
 
 def _form_error(form: AssessmentForm, status: int, message: str | None = None, **extra):
     if "existing" in extra:  # the notice names the place it is about
-        extra["preview"] = places.preview(form.query.data or "")
+        extra["preview"] = resolver.preview(form.query.data or "")
     body = render_template(
         "assessments/new.html",
         form=form,

@@ -28,8 +28,8 @@ from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
-from ..assessment.analysis import LAYERS
-from ..assessment.exceptions import Named
+from ..assessment.errors import Named
+from ..assessment.report.analysis import LAYERS
 from ..points import accounts
 from . import reasons
 

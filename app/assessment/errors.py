@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .area import Area
-from .gazetteer import Former
+from .place.area import Area
+from .place.gazetteer import Former
 
 MAX_SUGGESTIONS = 5
 

@@ -6,7 +6,8 @@ the statutory disclaimer, and the landslide data's conditions for the place's pr
 
 from typing import Any
 
-from . import outlines, terms
+from ..place import outlines
+from ..sources import terms
 
 DISCLAIMER_JA = (
     "この報告書は、公開データを加工して作成した参考資料です。市町村が作成・公表する法定の"

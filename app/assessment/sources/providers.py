@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from ..place.area import Area
+from ..place.sampling import mesh_centre
 from . import portal
-from .area import Area
 from .http import shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
 from .jshis import JshisProvider, mesh_keys
-from .sampling import mesh_centre
 from .upstream import ProviderError, RetryPolicy
 
 DEFAULT_WORK_SECONDS = 30.0

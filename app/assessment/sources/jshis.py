@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .sampling import mesh250, mesh_points, parse_point
+from ..place.sampling import mesh250, mesh_points, parse_point
 from .upstream import ProviderError, ProviderFailure, RetryPolicy, UpstreamError, get_json
 
 DEFAULT_BASE_URL = "https://www.j-shis.bosai.go.jp/map/api"
@@ -174,7 +174,7 @@ class JshisProvider:
 
 def mesh_keys(area: Any) -> list[str]:
     """Return the 250 m meshes asked for an area: an even grid inside its outline."""
-    from .outlines import outline_of
+    from ..place.outlines import outline_of
 
     points = mesh_points(outline_of(area).geometry)
     return list(dict.fromkeys(mesh250(lat, lon) for lat, lon in points))

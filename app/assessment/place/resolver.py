@@ -52,9 +52,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from . import outlines, postal
-from .area import Area, tiles_around
-from .exceptions import (
+from ..errors import (
     MAX_SUGGESTIONS,
     N_,
     Named,
@@ -62,6 +60,8 @@ from .exceptions import (
     PlaceNotFound,
     PlaceSuperseded,
 )
+from . import outlines, postal
+from .area import Area, tiles_around
 from .gazetteer import Gazetteer, Prefecture, check_digit, gazetteer
 from .keys import is_romaji, ja_key, romaji_key
 

@@ -15,8 +15,8 @@ import mercantile
 import numpy as np
 from shapely.geometry.base import BaseGeometry
 
+from ..place.outlines import Outline, outline_of
 from . import tiles
-from .outlines import Outline, outline_of
 
 DEFAULT_TILE_BUDGET = 64
 _settings = {"budget": DEFAULT_TILE_BUDGET}
@@ -157,7 +157,7 @@ def mesh_rects(
     bounds: tuple[float, float, float, float], classes: dict[str, str], ranks: dict[str, int]
 ) -> list[list[int]]:
     """Return the meshes read as [x, y, width, height, rank] squares on the report's map."""
-    from .sampling import MESH_LAT, MESH_LON, mesh_centre
+    from ..place.sampling import MESH_LAT, MESH_LON, mesh_centre
 
     rects = []
     for mesh, key in sorted(classes.items()):

@@ -179,7 +179,7 @@ def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
     """
     import shapely
 
-    from .outlines import index, unit_geometry
+    from ..place.outlines import index, unit_geometry
 
     box = shapely.box(*mercantile.bounds(tile))
     reach = distance_m / 111_320.0 * 1.5  # degrees, generous for longitude

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .area import Area
+from ..place.area import Area
 from .headline import band, headline
 
 LABELS = {
@@ -71,8 +71,8 @@ def _zone_row(answer: Mapping[str, Any], legend: Sequence[Any]) -> dict[str, Any
 
 
 def _depth(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    from .portal import ZONE_DATASETS
-    from .tiles import LEGENDS
+    from ..sources.portal import ZONE_DATASETS
+    from ..sources.tiles import LEGENDS
 
     (dataset,) = fetched
     answer = fetched[dataset][0]
@@ -94,8 +94,8 @@ def _depth(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]
 
 
 def _landslide(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    from .portal import ZONE_DATASETS
-    from .tiles import LEGENDS
+    from ..sources.portal import ZONE_DATASETS
+    from ..sources.tiles import LEGENDS
 
     shares: dict[str, float] = {}
     present: list[Any] = []
@@ -143,7 +143,7 @@ def _mesh_shares(keys: Sequence[str], asked: int) -> dict[str, float]:
 
 
 def _liquefaction(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    from .jshis import LIQUEFACTION_TENDENCY
+    from ..sources.jshis import LIQUEFACTION_TENDENCY
 
     answers = fetched["ground"]
     with_data = [a for a in answers if not a.get("no_data")]
@@ -229,8 +229,8 @@ DETAILS = ("shares", "worst", "mapped", "maps", "landforms", "omitted", "legend"
 
 def legend_of(key: str) -> list[dict[str, Any]]:
     """Return a layer's classes in order: key, colour, names, and the dataset they are of."""
-    from .portal import ZONE_DATASETS
-    from .tiles import LEGENDS
+    from ..sources.portal import ZONE_DATASETS
+    from ..sources.tiles import LEGENDS
 
     layer = next(layer for layer in LAYERS if layer.key == key)
     if key == "liquefaction":
@@ -279,7 +279,7 @@ def analyse(
     """Score every layer from its fetched datasets and write the narrative in lang."""
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
-    from .terms import omitted
+    from ..sources.terms import omitted
 
     scored = []
     for layer in LAYERS:
