@@ -19,13 +19,14 @@ from mercantile import bounds as mercantile_bounds
 from PIL import Image
 
 from app.assessment import resolve_place
+from app.assessment.errors import ProviderError
 from app.assessment.place import outlines
 from app.assessment.place.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.sources import tiles, zones
+from app.assessment.sources.http import RetryPolicy, retry_after_seconds
 from app.assessment.sources.jshis import JshisProvider
 from app.assessment.sources.portal import ZONE_DATASETS
 from app.assessment.sources.providers import ZONES, RoutedProvider, make_provider
-from app.assessment.sources.upstream import ProviderError, RetryPolicy, retry_after_seconds
 from tests.conftest import Answer, job_id_from, serve_http, signed_in
 from tests.test_jobs import attr, poll_until, settled
 

@@ -9,8 +9,9 @@ import pytest
 
 from app import create_app
 from app.assessment import resolve_place, run_assessment
+from app.assessment.errors import Stopped
 from app.assessment.report.analysis import LAYERS
-from app.assessment.sources.providers import DemoProvider, HttpProvider, Stopped
+from app.assessment.sources.providers import DemoProvider, HttpProvider
 from app.caches.singleflight import SingleFlightCache
 from app.extensions import db
 from app.jobs import housekeeping, runner, sweep

@@ -1,15 +1,22 @@
-"""What the resolver answers when a query names no one current place: each carries its choices.
+"""The assessment package's errors: what the resolver answers, and what a provider raises.
 
-Each answer keeps its words as parts (a message template and its values), so a page can
-put them in the reader's language (app/web/i18n.py place_message); str() is the English.
+A query that names no one current place gets PlaceNotFound, PlaceAmbiguous or
+PlaceSuperseded, each carrying its choices. Each keeps its words as parts (a message
+template and its values), so a page can put them in the reader's language
+(app/web/i18n.py place_message); str() is the English. A service that cannot be asked
+raises UpstreamError; a dataset that cannot be read, ProviderError; a stopped job, Stopped.
+Every sub-package may import this module; it imports nothing of the package at run time.
 """
+
+from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .place.area import Area
-from .place.gazetteer import Former
+if TYPE_CHECKING:  # for the type checker only: errors.py imports nothing of the package
+    from .place.area import Area
+    from .place.gazetteer import Former
 
 MAX_SUGGESTIONS = 5
 
@@ -125,3 +132,38 @@ def _became(former: Former) -> Part:
         N_("%(old)s became part of %(new)s on %(date)s."),
         {"old": was, "new": names, "date": change.date},
     )
+
+
+class ProviderError(Exception):
+    """An upstream dataset could not be fetched or made no sense."""
+
+    def __init__(self, dataset: str, key: str, reason: str, detail: str = "") -> None:
+        # reason is for the user; the key and the detail (an OS error, say) are for the log.
+        where = f'hazard dataset "{dataset}" for {key}'
+        super().__init__(f"{where}: {reason} ({detail})" if detail else f"{where}: {reason}")
+        self.dataset = dataset
+        self.key = key
+        self.reason = reason
+
+
+class ProviderFailure(Exception):
+    """A real provider's call failed for a reason the user can read (dataset not yet known)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class UpstreamError(Exception):
+    """A service could not be asked, or answered with an error; status is its HTTP code."""
+
+    def __init__(self, reason: str, status: int | None = None, detail: str = "") -> None:
+        super().__init__(f"{reason} ({detail})" if detail else reason)
+        self.reason = reason
+        self.status = status
+        self.detail = detail
+
+
+class Stopped(Exception):
+    """The job stopped (reaped, shut down): a fetch gives up instead of calling upstream."""

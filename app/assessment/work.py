@@ -14,11 +14,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
+from .errors import ProviderError, Stopped
 from .place.area import Area
-from .report import provenance
+from .report import maps, provenance
 from .report.analysis import LANGS, LAYERS, Layer, analyse
 from .sources import portal, terms, tiles, zones
-from .sources.providers import DATASETS, LayerProvider, ProviderError, Stopped, default_keys
+from .sources.providers import DATASETS, LayerProvider, default_keys
 
 Fetched = dict[str, list[dict[str, Any]]]
 
@@ -140,7 +141,7 @@ def run_assessment(
                     tick()
         finally:
             fetchers.shutdown(wait=False, cancel_futures=True)
-        return [zones.as_answer(reading, zone_plan)]
+        return [maps.as_answer(reading, zone_plan)]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
         pace = getattr(provider, "pace", None)
@@ -208,7 +209,7 @@ def run_assessment(
             ranks = {c["key"]: c["rank"] for c in row["legend"]}
             classes = row.pop("mesh_classes")
             row["maps"] = {
-                dataset: zones.mesh_rects(zone_plan.outline.geometry.bounds, classes, ranks)
+                dataset: maps.mesh_rects(zone_plan.outline.geometry.bounds, classes, ranks)
             }
         row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
         row["source"] = [
@@ -217,7 +218,7 @@ def run_assessment(
         ]
     report = {
         "area": area.to_dict(),
-        "extent": {**zone_plan.describe(), **zones.map_outline(zone_plan.outline.geometry)},
+        "extent": {**zone_plan.describe(), **maps.map_outline(zone_plan.outline.geometry)},
         "lang": lang,
         **analysed,
         "sources": sources,

@@ -5,19 +5,50 @@ httpx keeps connections alive across calls and threads. A 5xx or a 429 is retrie
 ``policy.retry_after_cap`` (so one slow service cannot hold a paid job past its lease),
 else with exponential backoff. At most ``per_host`` requests are in flight to one host at
 once, whatever the number of jobs and layers asking: the services are shared and polite
-use is part of their terms.
+use is part of their terms. get_json() is one GET of a JSON document through that client.
 """
 
+import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from .upstream import RETRYABLE, USER_AGENT, RetryPolicy, UpstreamError, retry_after_seconds
+from ..errors import UpstreamError
 
 DEFAULT_PER_HOST = 4
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+USER_AGENT = "hazard-points/1.0 (area assessments)"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently one upstream call is retried."""
+
+    timeout: float = 10.0
+    retries: int = 2
+    backoff: float = 0.5  # seconds before the first retry; doubles each time
+    retry_after_cap: float = 5.0
+
+
+def retry_after_seconds(value: str | None, cap: float) -> float | None:
+    """Return the wait a Retry-After header asks for (seconds or an HTTP date), capped."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return min(cap, max(0.0, seconds))
 
 
 class Client:
@@ -97,3 +128,23 @@ def shared_client(per_host: int = DEFAULT_PER_HOST) -> Client:
         if _shared is None:
             _shared = Client(per_host)
         return _shared
+
+
+def get_json(
+    url: str,
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Any:
+    """GET url and return its decoded JSON body, retrying 5xx and 429 within the policy.
+
+    The call goes through the process's pooled client, under its per-host limit.
+    """
+    response = shared_client().get(url, policy, sleep=sleep)
+    body = response.content
+    try:
+        return json.loads(body)
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+        raise UpstreamError(
+            "the answer is not valid JSON", 200, body[:80].decode(errors="replace")
+        ) from exc

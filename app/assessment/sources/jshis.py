@@ -27,8 +27,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ..errors import ProviderError, ProviderFailure, UpstreamError
 from ..place.sampling import mesh250, mesh_points, parse_point
-from .upstream import ProviderError, ProviderFailure, RetryPolicy, UpstreamError, get_json
+from .http import RetryPolicy, get_json
 
 DEFAULT_BASE_URL = "https://www.j-shis.bosai.go.jp/map/api"
 ATTRIBUTION_EN = (

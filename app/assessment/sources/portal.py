@@ -23,9 +23,9 @@ import mercantile
 import numpy as np
 from PIL import Image
 
-from .http import Client
+from ..errors import ProviderError, UpstreamError
+from .http import Client, RetryPolicy
 from .tiles import LEGENDS, TILE_SIZE, parse_tile_key, pixel_centres
-from .upstream import ProviderError, RetryPolicy, UpstreamError
 
 DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 

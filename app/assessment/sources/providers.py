@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from ..errors import ProviderError, Stopped
 from ..place.area import Area
 from ..place.sampling import mesh_centre
 from . import portal
-from .http import shared_client
+from .http import RetryPolicy, shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
 from .jshis import JshisProvider, mesh_keys
-from .upstream import ProviderError, RetryPolicy
 
 DEFAULT_WORK_SECONDS = 30.0
 DEFAULT_HTTP_TIMEOUT_SECONDS = 10.0
@@ -63,10 +63,6 @@ ZONES = tuple(portal.ZONE_DATASETS)
 # The demo's pauses on a job's longest path: the datasets of the layer that reads the most
 # (landslide: three zone datasets, in turn). The demo pauses work_seconds / this per dataset.
 DEMO_CALLS_PER_JOB = 3
-
-
-class Stopped(Exception):
-    """The job stopped (reaped, shut down): a fetch gives up instead of calling upstream."""
 
 
 class LayerProvider(Protocol):
