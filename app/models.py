@@ -97,7 +97,9 @@ class LedgerEntry(db.Model):
             "  AND approver_id IS NULL)"
             " OR (kind = 'support' AND amount > 0 AND operator_id IS NOT NULL AND reason <> ''"
             "  AND job_id IS NULL AND refund_of IS NULL AND checkout_session IS NULL"
-            "  AND approver_id <> operator_id AND approver_id <> user_id)",
+            "  AND approver_id <> operator_id AND approver_id <> user_id)"
+            " OR (kind = 'expire' AND amount < 0 AND job_id IS NULL AND refund_of IS NULL"
+            "  AND checkout_session IS NULL AND operator_id IS NULL AND approver_id IS NULL)",
             name="ck_point_ledger_kind_amount",
         ),
         # One consume per job, one refund per consume: the database, not the app,

@@ -1021,7 +1021,7 @@ def test_ledger_check_covers_what_the_review_found(app, sql):
         assert domain.credit(obj, domain.parse_packs("5:2000")) == "credited"
     assert check() == (0, "ledger ok\n")
     unpaid = checkout(sql, user)
-    ids = {"s": sid, "unpaid": unpaid, "pi": pi, "u": user}
+    ids = {"s": sid, "unpaid": unpaid, "pi": pi, "u": user, "other": new_user(sql)}
     # The books broken by hand one way at a time: how, what ledger-check says, the mend.
     for breaking, said, mend in (
         (  # a session marked paid that was never credited
@@ -1043,7 +1043,7 @@ def test_ledger_check_covers_what_the_review_found(app, sql):
         ),
         (  # a support row whose operator is not (or no longer) support
             "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
-            " VALUES (%(u)s, 'support', 1, %(u)s, 'by hand')",
+            " VALUES (%(u)s, 'support', 1, %(other)s, 'by hand')",
             "not a support user",
             None,
         ),

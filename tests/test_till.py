@@ -475,6 +475,14 @@ def test_a_large_grant_waits_for_a_second_support_user(make_app, sql):
     assert "approved by two@example.com" in second.get("/support").get_data(as_text=True)
     assert approve(second, 999).status_code == 404
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+    # A large grant written by hand, past the console: the auditor names it.
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
+        " SELECT %(u)s, 'support', 50, id, 'by hand' FROM users WHERE email = 'one@example.com'",
+        u=user,
+    )
+    audit = app.test_cli_runner().invoke(args=["ledger-check"])
+    assert audit.exit_code == 1 and "without a second support user's approval" in audit.output
 
 
 def test_support_never_changes_its_own_points(make_app, sql):
@@ -554,3 +562,30 @@ def test_a_purchase_has_a_receipt_and_a_printable_one(make_app, sql, lang):
     assert "invoice-number" not in plain.get(f"/points/receipts/{sid}").get_data(as_text=True)
     with pytest.raises(ValueError, match="SELLER_INVOICE_NUMBER"):
         make_app(**PAY, SELLER_INVOICE_NUMBER="1234567890123")
+
+
+def test_points_lapse_oldest_first_after_their_validity(make_app, sql):
+    from app.jobs import housekeeping
+
+    app = make_app(POINTS_VALID_DAYS=180)
+    user, other = new_user(sql), new_user(sql)
+    for who, points, age in ((user, 3, "200 days"), (user, 2, "10 days"), (other, 4, "179 days")):
+        sql(
+            "INSERT INTO point_ledger (user_id, kind, amount, reason, created_at)"
+            " VALUES (%(u)s, 'grant', %(n)s, 'welcome points', now() - %(a)s::interval)",
+            u=who,
+            n=points,
+            a=age,
+        )
+    spend(sql, user, 1)  # spent from the oldest: 2 of the old 3 are left, and they lapse
+    assert balance(sql, user) == 4
+    housekeeping._run(app, [housekeeping.PURGE])
+    assert sql("SELECT amount, reason FROM point_ledger WHERE kind = 'expire'") == [
+        (-2, "points expired")
+    ]
+    assert (balance(sql, user), balance(sql, other)) == (2, 4)
+    with app.app_context():
+        from app.points import expiry
+
+        assert expiry.expire_lapsed(180) == 0  # again: nothing more
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0

@@ -14,6 +14,8 @@ operator, and the row that says a payment intent is another session's
   support never adjusts its own account (NOT VALID: older rows are ledger-check's).
 - support_grant_requests: a grant waiting for that second support user; approved once,
   in the transaction that writes its ledger row.
+- point_ledger kind `expire` (negative, nothing else set): points past POINTS_VALID_DAYS
+  lapse, oldest first (app/points/expiry.py).
 
 Revision ID: 13_till_second_pass
 Revises: 12_job_runs
@@ -50,6 +52,8 @@ NEW_CHECK = (
     " OR (kind = 'support' AND amount > 0 AND operator_id IS NOT NULL AND reason <> ''"
     "  AND job_id IS NULL AND refund_of IS NULL AND checkout_session IS NULL"
     "  AND approver_id <> operator_id AND approver_id <> user_id)"
+    " OR (kind = 'expire' AND amount < 0 AND job_id IS NULL AND refund_of IS NULL"
+    "  AND checkout_session IS NULL AND operator_id IS NULL AND approver_id IS NULL)"
 )
 
 UPGRADE = rf"""
