@@ -13,6 +13,11 @@ def flag(raw: str) -> bool:
     return raw.strip().lower() in ("1", "true", "yes", "on")
 
 
+def is_on(value: object) -> bool:
+    """Read a yes/no setting given typed (True) or as text ("1", "yes", "on")."""
+    return value is True or (isinstance(value, str) and flag(value))
+
+
 def keys(raw: str) -> list[str]:
     """Split a comma-separated list of keys."""
     return [key.strip() for key in raw.split(",") if key.strip()]
@@ -88,13 +93,30 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "STRIPE_API_BASE": (str, ""),  # unset: Stripe's own; tests point it at a local server
     "STRIPE_TIMEOUT_SECONDS": (float, 10),
     "BUY_RATE_LIMIT": (str, "10 per 10 minutes"),  # Checkout Sessions created, per user
-    # The seller, as the 特定商取引法に基づく表記 and the terms name it. An address or phone
-    # left empty reads "disclosed without delay on request", as the law allows.
+    # The site's address as buyers reach it (https://points.example.com): Stripe's return
+    # URLs are built from it, never from a request's Host, and Flask's TRUSTED_HOSTS
+    # (derived from it) refuses other hosts. Unset, points are on sale only with a
+    # test-mode key (development), returning to http://127.0.0.1:$PORT.
+    "PUBLIC_URL": (str, ""),
+    # Points on sale while reports are demonstration data: a test shop (test-mode key only).
+    "TEST_SHOP": (flag, False),
+    # The seller, as the 特定商取引法に基づく表記 and the terms name it. Selling needs the
+    # name, the representative, a contact email (SUPPORT_CONTACT) and the address and
+    # phone, or SELLER_DISCLOSE_ON_REQUEST for those two: "disclosed without delay on
+    # request", as the law allows for them (and for nothing else).
     "SELLER_NAME": (str, ""),
     "SELLER_REPRESENTATIVE": (str, ""),
     "SELLER_ADDRESS": (str, ""),
     "SELLER_PHONE": (str, ""),
+    "SELLER_DISCLOSE_ON_REQUEST": (flag, False),
+    # 適格請求書発行事業者登録番号 (T and 13 digits), printed on receipts when set.
+    "SELLER_INVOICE_NUMBER": (str, ""),
     "POINT_REFUND_DAYS": (int, 30),  # unused purchased points are refunded on request within
+    # How long points stay valid from the day they are added; 180 days or fewer keeps
+    # them within 資金決済法's exemption for instruments usable only within six months.
+    "POINTS_VALID_DAYS": (int, 180),
+    # A support grant above this many points needs a second support user's approval.
+    "SUPPORT_GRANT_APPROVAL_POINTS": (int, 10),
 }
 
 

@@ -76,7 +76,9 @@ class LedgerEntry(db.Model):
     __tablename__ = "point_ledger"
     __table_args__ = (
         # Purchases, their reversal and support rows: migrations/versions/10_purchases.py.
+        # Restores, approved grants: migrations/versions/13_till_second_pass.py.
         CheckConstraint(
+            "(("
             "(kind = 'grant' AND amount > 0 AND job_id IS NULL AND refund_of IS NULL"
             "  AND checkout_session IS NULL AND operator_id IS NULL)"
             " OR (kind = 'consume' AND amount = -1 AND job_id IS NOT NULL AND refund_of IS NULL"
@@ -88,7 +90,16 @@ class LedgerEntry(db.Model):
             " OR (kind = 'purchase_refund' AND amount <= 0 AND checkout_session IS NOT NULL"
             "  AND refund_of IS NOT NULL AND job_id IS NULL AND operator_id IS NULL)"
             " OR (kind = 'support' AND amount <> 0 AND operator_id IS NOT NULL AND reason <> ''"
-            "  AND job_id IS NULL AND refund_of IS NULL AND checkout_session IS NULL)",
+            "  AND job_id IS NULL AND refund_of IS NULL AND checkout_session IS NULL)"
+            ") AND approver_id IS NULL)"
+            " OR (kind = 'purchase_restore' AND amount >= 0 AND checkout_session IS NOT NULL"
+            "  AND refund_of IS NOT NULL AND job_id IS NULL AND operator_id IS NULL"
+            "  AND approver_id IS NULL)"
+            " OR (kind = 'support' AND amount > 0 AND operator_id IS NOT NULL AND reason <> ''"
+            "  AND job_id IS NULL AND refund_of IS NULL AND checkout_session IS NULL"
+            "  AND approver_id <> operator_id AND approver_id <> user_id)"
+            " OR (kind = 'expire' AND amount < 0 AND job_id IS NULL AND refund_of IS NULL"
+            "  AND checkout_session IS NULL AND operator_id IS NULL AND approver_id IS NULL)",
             name="ck_point_ledger_kind_amount",
         ),
         # One consume per job, one refund per consume: the database, not the app,
@@ -119,6 +130,12 @@ class LedgerEntry(db.Model):
             unique=True,
             postgresql_where=text("kind = 'purchase_refund'"),
         ),
+        Index(
+            "uq_point_ledger_purchase_restore_per_session",
+            "checkout_session",
+            unique=True,
+            postgresql_where=text("kind = 'purchase_restore'"),
+        ),
         Index("ix_point_ledger_user_id", "user_id", "id"),
         Index("ix_point_ledger_job_id", "job_id"),
     )
@@ -135,6 +152,8 @@ class LedgerEntry(db.Model):
     operator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))  # support rows
     # The console form's one-time value (migration 11_purchases_fix): one row per submit.
     support_nonce: Mapped[str | None] = mapped_column(Text)
+    # The second support user who approved a grant above SUPPORT_GRANT_APPROVAL_POINTS.
+    approver_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
 
 
 class CheckoutSession(db.Model):

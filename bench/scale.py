@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import submit, wrk
 from .common import (
@@ -171,31 +170,15 @@ threads = [threading.Thread(target=ask) for _ in range(25)]
 
 
 def misses(db: Database) -> dict:
-    calls = {"n": 0}
-    lock = threading.Lock()
+    from .zones import Upstream
 
-    class Upstream(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            with lock:
-                calls["n"] += 1
-            time.sleep(0.2)
-            body = b'"ok"'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{upstream.server_address[1]}/flood/k"
+    upstream = Upstream(0.2)  # answers "ok" after 0.2 s, counting the calls
+    url = upstream.url + "/flood/k"
     out = {}
     try:
         for setting in ("on", "off"):
             truncate(db)
-            calls["n"] = 0
+            upstream.hits = 0
             start = time.time() + 3  # every process imported and built by then
             children = [
                 subprocess.Popen(
@@ -205,9 +188,9 @@ def misses(db: Database) -> dict:
             ]
             for child in children:
                 child.wait(60)
-            out[f"shared_{setting}"] = calls["n"]
+            out[f"shared_{setting}"] = upstream.hits
     finally:
-        upstream.shutdown()
+        upstream.server.shutdown()
     return out
 
 

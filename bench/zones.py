@@ -32,9 +32,9 @@ NEIGHBOURS = [("東京都中央区", "千代田区"), ("35.6812, 139.7671", "35.
 
 
 class Upstream:
-    """The local stand-in: counts requests, answers after LATENCY_S."""
+    """The local stand-in: counts requests, answers after its latency (LATENCY_S)."""
 
-    def __init__(self) -> None:
+    def __init__(self, latency: float = LATENCY_S) -> None:
         from app.assessment.sources import portal
 
         self.hits = 0
@@ -48,9 +48,11 @@ class Upstream:
             def do_GET(self) -> None:  # noqa: N802
                 with state.lock:
                     state.hits += 1
-                time.sleep(LATENCY_S)
+                time.sleep(latency)
                 status, body = 404, b""
-                if "/pshm/" in self.path:
+                if not self.path.startswith(("/portal/", "/jshis/")):
+                    status, body = 200, b'"ok"'  # any other upstream (bench/scale.py)
+                elif "/pshm/" in self.path:
                     status, body = 200, pshm
                 elif "/sstrct/" in self.path:
                     status, body = 200, sstrct

@@ -2,7 +2,7 @@
 
 How these were made: CONSTRUCTED to the documented format, from Stripe's API reference
 (https://docs.stripe.com/api/checkout/sessions/object, .../api/charges/object,
-.../api/events/object) and its webhook signature scheme
+.../api/refunds/object, .../api/events/object) and its webhook signature scheme
 (https://docs.stripe.com/webhooks#verify-manually: header `t=<unix time>,v1=<hex
 HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint secret>`). Nothing here was
 recorded from Stripe: the objects carry the fields the app reads, with the documented
@@ -143,14 +143,38 @@ def refunded_charge(
     }
 
 
-def event(kind: str, obj: dict[str, Any], event_id: str | None = None) -> bytes:
+def refund(
+    payment_intent: str, amount: int, status: str, *, refund_id: str | None = None
+) -> dict[str, Any]:
+    """A Refund object as refund.failed and charge.refund.updated carry it.
+
+    A konbini refund waits for the customer's bank details (`requires_action`) and can
+    end `failed` or `canceled` (https://docs.stripe.com/payments/konbini/accept-a-payment
+    #refunds); the charge's amount_refunded then drops by its amount.
+    """
+    return {
+        "id": refund_id or f"re_{uuid.uuid4().hex[:24]}",
+        "object": "refund",
+        "amount": amount,
+        "charge": f"ch_{payment_intent[-20:]}",
+        "created": int(time.time()),
+        "currency": "jpy",
+        "failure_reason": "lost_or_stolen_card" if status == "failed" else None,
+        "payment_intent": payment_intent,
+        "status": status,
+    }
+
+
+def event(
+    kind: str, obj: dict[str, Any], event_id: str | None = None, created: int | None = None
+) -> bytes:
     """An Event object's JSON, as Stripe posts it to a webhook endpoint."""
     return json.dumps(
         {
             "id": event_id or f"evt_{uuid.uuid4().hex[:24]}",
             "object": "event",
             "api_version": "2025-01-27.acacia",
-            "created": int(time.time()),
+            "created": int(time.time()) if created is None else created,
             "data": {"object": obj},
             "livemode": False,
             "pending_webhooks": 1,

@@ -13,6 +13,7 @@ auditor (`flask ledger-check`) at everything, once, at the end.
 
 import functools
 import threading
+import time
 import uuid
 
 import psycopg
@@ -334,7 +335,11 @@ SELECT c.id, c.user_id,
     WHERE r.checkout_session = c.id AND r.kind = 'purchase_refund'),
   (SELECT coalesce(-sum(r.amount), 0) FROM point_ledger r
     WHERE r.checkout_session = c.id AND r.kind = 'purchase_refund'),
-  EXISTS (SELECT 1 FROM incidents i WHERE i.payment_ref = c.id AND i.code = 'REFUND_AFTER_SPEND')
+  EXISTS (SELECT 1 FROM incidents i WHERE i.payment_ref = c.id AND i.code = 'REFUND_AFTER_SPEND'),
+  (SELECT count(*) FROM point_ledger s
+    WHERE s.checkout_session = c.id AND s.kind = 'purchase_restore'),
+  (SELECT coalesce(sum(s.amount), 0) FROM point_ledger s
+    WHERE s.checkout_session = c.id AND s.kind = 'purchase_restore')
 FROM checkout_sessions c WHERE c.user_id = ANY(%(users)s)
 """
 
@@ -342,7 +347,8 @@ FROM checkout_sessions c WHERE c.user_id = ANY(%(users)s)
 class LedgerWithPurchases(Ledger):
     """The jobs' machine, and users who buy packs (paid at once or at a konbini later),
     whose webhooks arrive again, at once from two threads, or for the wrong amount, and
-    whose payments are refunded in full or in part, racing the jobs that spend them."""
+    whose payments are refunded in full or in part, racing the jobs that spend them, and
+    whose full refund may fail or be cancelled (before or after its charge.refunded)."""
 
     bought = Bundle("bought")
 
@@ -352,13 +358,19 @@ class LedgerWithPurchases(Ledger):
         self.refunded: set[str] = set()  # sessions whose pack a full refund reversed
         self.full: set[str] = set()  # sessions a full refund was delivered for (paid or not)
         self.partial: set[str] = set()  # sessions a partial refund was delivered for
+        self.undone: set[str] = set()  # sessions whose full refund failed or was cancelled
+        self.restored: set[str] = set()  # sessions whose reversal that gave back
+        # Stripe's event times: every charge.refunded of the example is older than any
+        # refund's failure, as a refund fails after it is made.
+        self.refund_time = int(time.time()) - 1000
         from app.points import purchases  # here: this section stays apart from the jobs'
 
         self.purchases = purchases
         self.packs = purchases.parse_packs(",".join(f"{p}:{y}" for p, y in PACKS.items()))
 
-    def handle(self, kind, obj):
-        return self.purchases.handle({"type": kind, "data": {"object": obj}}, self.packs)
+    def handle(self, kind, obj, created=None):
+        event = {"type": kind, "data": {"object": obj}, "created": created}
+        return self.purchases.handle(event, self.packs)
 
     def session_object(self, sid, user_id, points, paid=True, amount=None):
         return {
@@ -399,7 +411,7 @@ class LedgerWithPurchases(Ledger):
         """A paid event was handled: a full refund delivered before it (and no partial one
         before that) is reversed by the credit itself, in its transaction."""
         self.paid.add(sid)
-        if sid in self.full and sid not in self.partial:
+        if sid in self.full and sid not in self.partial and sid not in self.undone:
             self.refunded.add(sid)
 
     @rule(purchase=bought)
@@ -441,15 +453,43 @@ class LedgerWithPurchases(Ledger):
             "payment_intent": f"pi_{sid}",
             "refunded": full,
         }
+        if sid in self.undone:
+            # Older than the refund's failure delivered before it: it takes nothing.
+            assert self.handle("charge.refunded", charge, self.refund_time) == "superseded"
+            return
         if not full:
             self.partial.add(sid)  # before handling: a racing credit may read it
-        self.handle("charge.refunded", charge)
+        self.handle("charge.refunded", charge, self.refund_time)
         if full:
             # Reversed now if credited, else by the credit when it lands; never after a
             # partial refund (support settles those).
             self.full.add(sid)
             if sid in self.paid and sid not in self.partial:
                 self.refunded.add(sid)
+
+    @rule(
+        purchase=bought,
+        kind=st.sampled_from(["refund.failed", "charge.refund.updated"]),
+        status=st.sampled_from(["failed", "canceled", "pending"]),
+    )
+    def refund_comes_undone(self, purchase, kind, status):
+        """The full refund fails or is cancelled (a konbini refund left unclaimed), or is
+        still waiting for bank details: what its reversal took comes back, once."""
+        sid, _, points = purchase
+        refund = {
+            "id": f"re_{sid}",
+            "object": "refund",
+            "amount": PACKS[points],
+            "charge": f"ch_{sid}",
+            "payment_intent": f"pi_{sid}",
+            "status": status,
+        }
+        self.handle(kind, refund, self.refund_time + 500)
+        if status == "pending":
+            return
+        self.undone.add(sid)
+        if sid in self.refunded:
+            self.restored.add(sid)
 
     @rule(user=st.integers(0, USERS - 1), amount=st.sampled_from([-5, -1, 1, 3]))
     def support_adjusts(self, user, amount):
@@ -492,7 +532,7 @@ class LedgerWithPurchases(Ledger):
 
     @invariant()
     def purchases_credit_once(self):
-        for sid, _, credits, credited, reversals, taken, incident in self.q(
+        for sid, _, credits, credited, reversals, taken, incident, restores, given in self.q(
             PURCHASE_FACTS_SQL, users=self.user_ids
         ):
             assert credits == (1 if sid in self.paid else 0), sid
@@ -500,6 +540,9 @@ class LedgerWithPurchases(Ledger):
             assert 0 <= taken <= credited, sid
             if reversals and taken < credited:
                 assert incident, sid  # support hears of the points already spent
+            # A refund that came undone gives back exactly what its reversal took, once.
+            assert restores == (1 if sid in self.restored else 0), sid
+            assert given == (taken if restores else 0), sid
 
 
 def test_any_interleaving_with_purchases_keeps_the_ledger_honest(make_app, database_url):

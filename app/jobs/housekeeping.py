@@ -8,7 +8,8 @@ the chore, so concurrent triggers (threads, processes) run it once per interval.
 The sweep (sweep.py) runs every SWEEP_INTERVAL_SECONDS (the lease, unless set), so
 while requests reach any instance, a job that died is refunded within
 JOB_LEASE_SECONDS + SWEEP_INTERVAL_SECONDS + one request. The purge runs every
-HOUSEKEEPING_INTERVAL_SECONDS.
+HOUSEKEEPING_INTERVAL_SECONDS, and with it points past their validity lapse
+(app/points/expiry.py).
 """
 
 import logging
@@ -20,6 +21,7 @@ from sqlalchemy import text
 
 from ..database import limits
 from ..extensions import db
+from ..points import expiry
 from . import sweep
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ def _run(app: Flask, due: list[str]) -> None:
                     sweep.sweep()
                 else:
                     purge(app.config["REPORT_RETENTION_DAYS"])
+                    expiry.expire_lapsed(app.config["POINTS_VALID_DAYS"])
         except Exception:  # noqa: BLE001 - chores are best effort; the next trigger retries
             log.exception("housekeeping %s failed", name)
 

@@ -1,5 +1,10 @@
 """Support grants and corrections: points added or taken back from the console, by a named
-operator, with the reason the user reads in their history."""
+operator, with the reason the user reads in their history.
+
+Support never adjusts its own account, and a grant above SUPPORT_GRANT_APPROVAL_POINTS
+waits as a request until a second support user approves it: the ledger row then names
+both (operator_id, approver_id). The database refuses both shapes otherwise
+(migrations/versions/13_till_second_pass.py)."""
 
 from psycopg.errors import CheckViolation
 from sqlalchemy import text
@@ -13,18 +18,41 @@ class AlreadyApplied(Exception):
     """This operator's form (its nonce) was already recorded: a double submit."""
 
 
+class OwnAccount(Exception):
+    """Support may not add points to, or take them from, its own account."""
+
+
+class NeedsApproval(Exception):
+    """The grant is above the limit: it waits for a second support user's approval."""
+
+    def __init__(self, request_id: int):
+        super().__init__(f"grant request {request_id} waits for approval")
+        self.request_id = request_id
+
+
 def adjust(
-    user_id: int, amount: int, operator_id: int, reason: str, nonce: str | None = None
+    user_id: int,
+    amount: int,
+    operator_id: int,
+    reason: str,
+    nonce: str | None = None,
+    approval_above: int | None = None,
 ) -> int:
     """Add (or, negative, take back) points as a `support` ledger row; return the new balance.
 
     Commits. Raises InsufficientPoints, writing nothing, when a correction would take the
     balance below zero; ValueError for a zero amount or an empty reason; AlreadyApplied,
     writing nothing, when the operator's nonce (the console form's one-time value) was
-    used already (unique per operator: migrations/versions/11_purchases_fix.py).
+    used already (unique per operator: migrations/versions/11_purchases_fix.py);
+    OwnAccount for the operator's own account; NeedsApproval, having recorded the request
+    only, for a grant above `approval_above` points.
     """
     if amount == 0 or not reason.strip():
         raise ValueError("a support adjustment needs a non-zero amount and a reason")
+    if user_id == operator_id:
+        raise OwnAccount(user_id)
+    if approval_above is not None and amount > approval_above:
+        raise NeedsApproval(_request(user_id, amount, operator_id, reason.strip(), nonce))
     try:
         written = db.session.execute(
             text(
@@ -52,14 +80,99 @@ def adjust(
     return balance
 
 
-def recent(limit: int = 20):
-    """Return the latest support rows with their user and operator, newest first."""
+def _request(user_id: int, amount: int, operator_id: int, reason: str, nonce: str | None) -> int:
+    """Record a grant waiting for a second support user; return its id (once per form)."""
+    request_id = db.session.execute(
+        text(
+            "INSERT INTO support_grant_requests (user_id, amount, reason, operator_id, nonce)"
+            " VALUES (:u, :n, :r, :op, :nonce)"
+            " ON CONFLICT (operator_id, nonce) DO NOTHING RETURNING id"
+        ),
+        {"u": user_id, "n": amount, "r": reason, "op": operator_id, "nonce": nonce or ""},
+    ).scalar_one_or_none()
+    if request_id is None:
+        db.session.rollback()
+        raise AlreadyApplied(nonce)
+    db.session.commit()
+    return request_id
+
+
+def approve(request_id: int, approver_id: int) -> str:
+    """Approve a waiting grant as a second support user: its ledger row, once.
+
+    Returns "approved", "unknown", "own" (the approver asked for it, or is the user it is
+    for) or "already" (approved before). The request is claimed by a conditional UPDATE
+    in the transaction that writes the row, so two approvals at once write one.
+    """
+    wanted = db.session.execute(
+        text("SELECT operator_id, user_id, approved_by FROM support_grant_requests WHERE id = :id"),
+        {"id": request_id},
+    ).first()
+    if wanted is None:
+        return "unknown"
+    if approver_id in (wanted.operator_id, wanted.user_id):
+        return "own"
+    ledger_id = db.session.execute(
+        text(
+            "WITH claimed AS ("
+            "  UPDATE support_grant_requests SET approved_by = :a, approved_at = now()"
+            "   WHERE id = :id AND approved_by IS NULL RETURNING user_id, amount, reason,"
+            "   operator_id)"
+            " INSERT INTO point_ledger (user_id, kind, amount, operator_id, approver_id, reason)"
+            " SELECT user_id, 'support', amount, operator_id, :a, reason FROM claimed"
+            " RETURNING id"
+        ),
+        {"id": request_id, "a": approver_id},
+    ).scalar_one_or_none()
+    if ledger_id is None:
+        db.session.rollback()
+        return "already"
+    db.session.execute(
+        text("UPDATE support_grant_requests SET ledger_id = :l WHERE id = :id"),
+        {"l": ledger_id, "id": request_id},
+    )
+    db.session.commit()
+    return "approved"
+
+
+def waiting():
+    """Return the grants waiting for a second support user, oldest first."""
     return db.session.execute(
         text(
-            "SELECT l.id, l.amount, l.reason, l.created_at, u.email, o.email AS operator"
+            "SELECT r.id, r.amount, r.reason, r.created_at, r.operator_id, r.user_id, u.email,"
+            " o.email AS operator FROM support_grant_requests r"
+            " JOIN users u ON u.id = r.user_id JOIN users o ON o.id = r.operator_id"
+            " WHERE r.approved_by IS NULL ORDER BY r.id"
+        )
+    ).all()
+
+
+def recent(limit: int = 20):
+    """Return the latest support rows with their user, operator and approver, newest first."""
+    return db.session.execute(
+        text(
+            "SELECT l.id, l.amount, l.reason, l.created_at, u.email, o.email AS operator,"
+            " a.email AS approver"
             " FROM point_ledger l JOIN users u ON u.id = l.user_id"
-            " JOIN users o ON o.id = l.operator_id"
+            " JOIN users o ON o.id = l.operator_id LEFT JOIN users a ON a.id = l.approver_id"
             " WHERE l.kind = 'support' ORDER BY l.id DESC LIMIT :n"
         ),
         {"n": limit},
     ).all()
+
+
+def violations(approval_above: int) -> list[str]:
+    """Describe support rows that skipped the second operator or touched their own account."""
+    return [
+        f"support row {r.id}: {r.amount} points by operator {r.operator_id}"
+        + (" to their own account" if r.own else " without a second support user's approval")
+        for r in db.session.execute(
+            text(
+                "SELECT id, amount, operator_id, operator_id = user_id AS own FROM point_ledger"
+                " WHERE kind = 'support' AND (operator_id = user_id"
+                "   OR (amount > :limit AND approver_id IS NULL))"
+                " ORDER BY id"
+            ),
+            {"limit": approval_above},
+        )
+    ]

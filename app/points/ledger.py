@@ -132,7 +132,7 @@ def history(user_id: int, limit: int = 50, offset: int = 0) -> list[Row]:
     return db.session.execute(
         text(
             "SELECT l.id, l.kind, l.amount, l.job_id, l.reason, l.created_at, j.area,"
-            " j.query_text, j.lang FROM point_ledger l"
+            " j.query_text, j.lang, l.checkout_session FROM point_ledger l"
             " LEFT JOIN assessment_jobs j ON j.id = l.job_id"
             " WHERE l.user_id = :u ORDER BY l.id DESC LIMIT :n OFFSET :o"
         ),

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import stripe
+from psycopg.errors import UniqueViolation
 from sqlalchemy import Row, text
+from sqlalchemy.exc import IntegrityError
 
+from ..config import is_on
 from ..extensions import db
 from ..operations import failpoints, metrics
 from . import incidents
@@ -29,11 +32,18 @@ log = logging.getLogger(__name__)
 CURRENCY = "jpy"  # a zero-decimal currency: amounts are whole yen
 PURCHASE_REASON = "points purchase"
 REFUND_REASON = "payment refunded"
+RESTORE_REASON = "refund did not go through"
 # The events the webhook acts on; every other type is answered 200 and ignored.
 CREDITING = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
 HANDLED = (*CREDITING, "checkout.session.async_payment_failed", "checkout.session.expired")
 REFUNDED = "charge.refunded"
 DISPUTED = "charge.dispute.created"  # a chargeback: an incident, no point moves
+# A refund that failed or was cancelled (konbini refunds wait for bank details and may
+# never be paid out): the points it took back are given back.
+REFUND_UNDONE = ("refund.failed", "charge.refund.updated")
+# One payment intent belongs to one Checkout Session (a unique index): an event that
+# names another session's is a conflict for support, never a 500 Stripe retries forever.
+PAYMENT_INTENT_INDEX = "uq_checkout_sessions_payment_intent"
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,31 @@ def configured(config: Any) -> bool:
     return bool(config.get("POINT_PACKS") and config.get("STRIPE_SECRET_KEY")) and bool(
         config.get("STRIPE_WEBHOOK_SECRET")
     )
+
+
+# The contact address shipped as SUPPORT_CONTACT's default: nobody reads it.
+PLACEHOLDER_CONTACT = "support@example.com"
+
+
+def seller_missing(config: Any) -> list[str]:
+    """Name the seller's settings that selling needs but are unset (特定商取引法 第11条).
+
+    The name, the representative and a contact email always; the address and the phone,
+    or SELLER_DISCLOSE_ON_REQUEST: only those two may be "disclosed without delay on
+    request", and only when the notice says so.
+    """
+    missing = [name for name in ("SELLER_NAME", "SELLER_REPRESENTATIVE") if not config.get(name)]
+    contact = str(config.get("SUPPORT_CONTACT") or "")
+    if "@" not in contact or contact == PLACEHOLDER_CONTACT:
+        missing.append("SUPPORT_CONTACT")
+    if not is_on(config.get("SELLER_DISCLOSE_ON_REQUEST")):
+        missing += [name for name in ("SELLER_ADDRESS", "SELLER_PHONE") if not config.get(name)]
+    return missing
+
+
+def live_mode(config: Any) -> bool:
+    """Return whether the Stripe key takes real money (a live key, not a test-mode one)."""
+    return str(config.get("STRIPE_SECRET_KEY") or "").startswith(("sk_live_", "rk_live_"))
 
 
 def client(config: Any) -> stripe.StripeClient:
@@ -157,29 +192,60 @@ def handle(event: dict[str, Any], packs: dict[int, Pack]) -> str:
         log.warning("stripe event %r of type %r has no object; ignored", event.get("id"), kind)
         metrics.webhook_event("other", "ignored", kind)
         return "ignored"
+    try:
+        outcome = _act(kind, obj, packs, _int(event.get("created")))
+    except IntegrityError as exc:
+        orig = exc.orig
+        if not isinstance(orig, UniqueViolation):
+            raise
+        if orig.diag.constraint_name != PAYMENT_INTENT_INDEX:
+            raise
+        outcome = _payment_intent_conflict(obj)
+    metrics.webhook_event(
+        kind if kind in (*HANDLED, REFUNDED, DISPUTED, *REFUND_UNDONE) else "other", outcome, kind
+    )
+    return outcome
+
+
+def _act(kind: str, obj: dict[str, Any], packs: dict[int, Pack], created: int | None) -> str:
     if kind in CREDITING:
         if kind == "checkout.session.completed" and obj.get("payment_status") != "paid":
             # Konbini, bank transfer: paid later, or never. async_payment_* will say.
             _set_status(obj, "awaiting_payment", only_from=("open",))
-            outcome = "awaiting_payment"
-        else:
-            outcome = credit(obj, packs)
-    elif kind == "checkout.session.async_payment_failed":
+            return "awaiting_payment"
+        return credit(obj, packs)
+    if kind == "checkout.session.async_payment_failed":
         _set_status(obj, "failed", only_from=("open", "awaiting_payment"))
-        outcome = "payment_failed"
-    elif kind == "checkout.session.expired":
+        return "payment_failed"
+    if kind == "checkout.session.expired":
         _set_status(obj, "expired", only_from=("open",))
-        outcome = "expired"
-    elif kind == REFUNDED:
-        outcome = reverse(obj)
-    elif kind == DISPUTED:
-        outcome = dispute(obj)
-    else:
-        outcome = "ignored"
-    metrics.webhook_event(
-        kind if kind in (*HANDLED, REFUNDED, DISPUTED) else "other", outcome, kind
+        return "expired"
+    if kind == REFUNDED:
+        return reverse(obj, created)
+    if kind in REFUND_UNDONE:
+        return undo_refund(obj, created)
+    if kind == DISPUTED:
+        return dispute(obj)
+    return "ignored"
+
+
+def _payment_intent_conflict(obj: dict[str, Any]) -> str:
+    """An event names a payment intent another of our sessions holds: nothing is credited."""
+    db.session.rollback()
+    session_id, payment_intent = _text(obj.get("id")), _text(obj.get("payment_intent"))
+    owner = db.session.execute(
+        text("SELECT user_id FROM checkout_sessions WHERE id = :s"), {"s": session_id}
+    ).scalar_one_or_none()
+    db.session.rollback()
+    _payment_incident(
+        "PAYMENT_INTENT_CONFLICT",
+        "critical",
+        user_id=owner,
+        detail=f"Checkout Session {session_id} names payment {payment_intent}, which another"
+        " Checkout Session already holds; nothing was credited: check both in Stripe",
+        ref=session_id,
     )
-    return outcome
+    return "payment_intent_conflict"
 
 
 def _lock_payment(payment_intent: str | None) -> None:
@@ -273,7 +339,7 @@ def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
         metrics.purchase_reversed(session_id, row.user_id, row.points, row.points)
     if refund is not None and refund.full_refund and refund.partial_seen:
         _full_after_partial_incident(session_id, row.user_id, row.points)
-    elif refund is not None and not refund.full_refund:
+    elif refund is not None and not refund.full_refund and refund.amount_refunded:
         _partial_refund_incident(
             session_id, row.user_id, row.points, refund.amount_refunded, refund.amount
         )
@@ -391,14 +457,17 @@ def _full_after_partial_incident(session_id: str, user_id: int, points: int) -> 
     )
 
 
-def reverse(charge: dict[str, Any]) -> str:
+def reverse(charge: dict[str, Any], created: int | None = None) -> str:
     """Take back a refunded payment's points: all if unspent, else what is left (and an incident).
 
     Every refund is remembered by its payment first, so a credit that lands later (or is
     being written now: both hold the payment's lock) reverses itself. Only a full refund
     reverses a pack, and only if no partial refund came before it; a partial one is for
-    support to settle. The user's row is locked first, so a consume cannot slip between
-    reading the balance and taking from it, and the balance never goes below zero.
+    support to settle, unless it arrives after the full one (then it is settled already).
+    An event older than a refund failure already recorded (`created`, Stripe's time of
+    the event) describes a refund that came undone: it takes nothing. The user's row is
+    locked first, so a consume cannot slip between reading the balance and taking from
+    it, and the balance never goes below zero.
     """
     payment_intent = _text(charge.get("payment_intent"))
     charge_id = _text(charge.get("id")) or ""
@@ -413,6 +482,20 @@ def reverse(charge: dict[str, Any]) -> str:
         )
         return "unmatched"
     _lock_payment(payment_intent)
+    known = db.session.execute(
+        text(
+            "SELECT full_refund, failed_until >= to_timestamp(:t) AS superseded"
+            " FROM payment_refunds WHERE payment_intent = :pi"
+        ),
+        {"pi": payment_intent, "t": created if created is not None else 0},
+    ).first()
+    if known is not None and known.superseded and created is not None:
+        db.session.rollback()
+        return "superseded"
+    if known is not None and known.full_refund and not full:
+        # A partial refund's event delivered after the full one's: the full one settled it.
+        db.session.rollback()
+        return "already_settled"
     db.session.execute(
         text(
             "INSERT INTO payment_refunds"
@@ -422,7 +505,9 @@ def reverse(charge: dict[str, Any]) -> str:
             "  amount_refunded = greatest(payment_refunds.amount_refunded,"
             "                             EXCLUDED.amount_refunded),"
             "  full_refund = payment_refunds.full_refund OR EXCLUDED.full_refund,"
-            "  partial_seen = payment_refunds.partial_seen OR EXCLUDED.partial_seen"
+            # A partial refund counts as "seen before the full one" only while none was full.
+            "  partial_seen = payment_refunds.partial_seen"
+            "    OR (NOT EXCLUDED.full_refund AND NOT payment_refunds.full_refund)"
         ),
         {
             "pi": payment_intent,
@@ -452,6 +537,26 @@ def reverse(charge: dict[str, Any]) -> str:
             ref=charge_id or None,
         )
         return "unmatched"
+    restored = db.session.execute(
+        text(
+            "SELECT 1 FROM point_ledger WHERE checkout_session = :s AND kind = 'purchase_restore'"
+        ),
+        {"s": purchase.checkout_session},
+    ).first()
+    if full and restored is not None:
+        # Refunded again after a refund that came undone: its points were given back, and
+        # the one reversal a session may have is spent. Support takes them back by hand.
+        db.session.commit()
+        _payment_incident(
+            "REFUND_AFTER_RESTORE",
+            "critical",
+            user_id=purchase.user_id,
+            detail=f"Checkout Session {purchase.checkout_session} was refunded again after an"
+            f" earlier refund failed and its points were given back; none of its"
+            f" {purchase.amount} points were taken back automatically: settle them by hand",
+            ref=purchase.checkout_session,
+        )
+        return "refunded_after_restore"
     partial_before = db.session.execute(
         text(
             "SELECT partial_seen OR EXISTS (SELECT 1 FROM incidents"
@@ -519,6 +624,112 @@ def reverse(charge: dict[str, Any]) -> str:
     return "reversed" if inserted is not None else "already_reversed"
 
 
+def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
+    """Give back what a refund took, once, when Stripe says it failed or was cancelled.
+
+    A konbini refund waits for the buyer's bank details and may fail or be cancelled
+    (`refund.failed`, `charge.refund.updated`); the money stays with us, so the points
+    do too. The failure is remembered by its payment (each Refund id once) before
+    anything else, so a `charge.refunded` delivered after it but older than it takes
+    nothing. A reversal of the session is given back as a `purchase_restore` row (one
+    per session, by the database); a failed refund that moved no points but may have
+    moved support's hand (a partial one) opens an incident instead.
+    """
+    if refund.get("status") not in ("failed", "canceled"):
+        return "ignored"  # pending, requires_action, succeeded: charge.refunded says
+    payment_intent, refund_id = _text(refund.get("payment_intent")), _text(refund.get("id"))
+    amount, charge_id = _int(refund.get("amount")), _text(refund.get("charge")) or ""
+    if payment_intent is None or refund_id is None:
+        return _refund_failed_incident(None, refund_id, payment_intent, amount, "names no payment")
+    _lock_payment(payment_intent)
+    db.session.execute(
+        text(
+            "INSERT INTO payment_refunds (payment_intent, charge_id, amount_refunded,"
+            "   full_refund, partial_seen, failed_refunds, failed_until)"
+            " VALUES (:pi, :c, 0, false, false, ARRAY[CAST(:re AS text)], to_timestamp(:t))"
+            " ON CONFLICT (payment_intent) DO UPDATE SET updated_at = now(),"
+            # Each failed Refund counts once, however often its event is delivered.
+            "  amount_refunded = CASE WHEN :re = ANY(payment_refunds.failed_refunds)"
+            "    THEN payment_refunds.amount_refunded"
+            "    ELSE greatest(0, payment_refunds.amount_refunded - coalesce(:a, 0)) END,"
+            "  full_refund = payment_refunds.full_refund"
+            "    AND :re = ANY(payment_refunds.failed_refunds),"
+            "  failed_refunds = CASE WHEN :re = ANY(payment_refunds.failed_refunds)"
+            "    THEN payment_refunds.failed_refunds"
+            "    ELSE payment_refunds.failed_refunds || CAST(:re AS text) END,"
+            "  failed_until = greatest(payment_refunds.failed_until, to_timestamp(:t))"
+        ),
+        {"pi": payment_intent, "c": charge_id, "re": refund_id, "a": amount, "t": created or 0},
+    )
+    purchase = db.session.execute(
+        text(
+            "SELECT p.user_id, p.amount AS points, p.checkout_session, c.amount AS yen,"
+            " r.id AS reversal, r.amount AS taken FROM point_ledger p"
+            " JOIN checkout_sessions c ON c.id = p.checkout_session"
+            " LEFT JOIN point_ledger r ON r.checkout_session = p.checkout_session"
+            "   AND r.kind = 'purchase_refund'"
+            " WHERE p.kind = 'purchase' AND c.payment_intent = :pi"
+        ),
+        {"pi": payment_intent},
+    ).first()
+    if purchase is None:
+        db.session.commit()  # remembered: a late charge.refunded older than it takes nothing
+        return _refund_failed_incident(
+            None, refund_id, payment_intent, amount, "no credited purchase has that payment"
+        )
+    if purchase.reversal is None:
+        db.session.commit()
+        if amount is not None and amount >= purchase.yen:
+            return "nothing_taken"  # a full refund that never took points: nothing to give
+        return _refund_failed_incident(
+            purchase.user_id,
+            refund_id,
+            payment_intent,
+            amount,
+            f"it was a partial refund of Checkout Session {purchase.checkout_session}, which"
+            " moved no points by itself; give back any correction made for it",
+        )
+    inserted = db.session.execute(
+        text(
+            "INSERT INTO point_ledger"
+            " (user_id, kind, amount, checkout_session, refund_of, reason)"
+            " VALUES (:u, 'purchase_restore', :n, :s, :r, :why)"
+            " ON CONFLICT (checkout_session) WHERE kind = 'purchase_restore' DO NOTHING"
+            " RETURNING id"
+        ),
+        {
+            "u": purchase.user_id,
+            "n": -purchase.taken,
+            "s": purchase.checkout_session,
+            "r": purchase.reversal,
+            "why": RESTORE_REASON,
+        },
+    ).scalar_one_or_none()
+    db.session.commit()
+    if inserted is None:
+        return "already_restored"
+    log.info(
+        "refund %s of %s did not go through: %s points given back to user %s",
+        refund_id,
+        purchase.checkout_session,
+        -purchase.taken,
+        purchase.user_id,
+    )
+    return "restored"
+
+
+def _refund_failed_incident(user_id, refund_id, payment_intent, amount, why: str) -> str:
+    _payment_incident(
+        "REFUND_FAILED",
+        "warning",
+        user_id=user_id,
+        detail=f"refund {refund_id} of {amount} yen (payment {payment_intent}) failed or was"
+        f" cancelled; {why}",
+        ref=refund_id,
+    )
+    return "unmatched" if user_id is None else "partial_failed"
+
+
 def dispute(obj: dict[str, Any]) -> str:
     """A chargeback: the bank took the money back. Support decides; no point moves here."""
     payment_intent = _text(obj.get("payment_intent"))
@@ -548,6 +759,31 @@ def session_state(session_id: str, user_id: int) -> Row | None:
             " EXISTS (SELECT 1 FROM point_ledger l WHERE l.checkout_session = c.id"
             "   AND l.kind = 'purchase') AS credited"
             " FROM checkout_sessions c JOIN users u ON u.id = c.user_id"
+            " WHERE c.id = :s AND c.user_id = :u"
+        ),
+        {"s": session_id, "u": user_id},
+    ).first()
+
+
+TAX_RATE_PERCENT = 10  # Japan's standard consumption tax; packs are priced tax included
+
+
+def tax_included(yen: int) -> int:
+    """Return the consumption tax inside a tax-included price, rounded down once per receipt."""
+    return yen * TAX_RATE_PERCENT // (100 + TAX_RATE_PERCENT)
+
+
+def receipt(session_id: str, user_id: int) -> Row | None:
+    """Return a credited purchase of the user's for its receipt (what, when, for how much)."""
+    return db.session.execute(
+        text(
+            "SELECT c.id, c.points, c.amount, c.currency, p.created_at AS paid_at, u.email,"
+            " coalesce(-r.amount, 0) AS taken_back, coalesce(s.amount, 0) AS given_back"
+            " FROM checkout_sessions c JOIN users u ON u.id = c.user_id"
+            " JOIN point_ledger p ON p.checkout_session = c.id AND p.kind = 'purchase'"
+            " LEFT JOIN point_ledger r ON r.checkout_session = c.id AND r.kind = 'purchase_refund'"
+            " LEFT JOIN point_ledger s ON s.checkout_session = c.id"
+            "   AND s.kind = 'purchase_restore'"
             " WHERE c.id = :s AND c.user_id = :u"
         ),
         {"s": session_id, "u": user_id},

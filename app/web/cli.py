@@ -14,7 +14,7 @@ from ..database import limits
 from ..extensions import db
 from ..jobs import sweep as job_sweep
 from ..models import Role
-from ..points import accounts, ledger, purchases
+from ..points import accounts, grants, ledger, purchases
 
 
 def init_app(app: Flask) -> None:
@@ -78,6 +78,8 @@ def _ledger_problems() -> list[str]:
         + ledger.job_violations()
         # Each purchase credited once for its own session, each reversal within it.
         + purchases.violations()
+        # Support never on its own account; a large grant approved by a second operator.
+        + grants.violations(current_app.config["SUPPORT_GRANT_APPROVAL_POINTS"])
         # A point held by a job gone past its lease is a point the user cannot use.
         + job_sweep.overdue()
     )

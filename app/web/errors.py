@@ -1,14 +1,21 @@
 """Error pages in the product's look, for every status a user can meet."""
 
+import io
 import math
 
 import psycopg
-from flask import Flask, current_app, render_template
+from flask import Flask, Request, current_app, render_template
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import exc as sa_exc
-from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.exceptions import (
+    HTTPException,
+    InternalServerError,
+    RequestEntityTooLarge,
+    SecurityError,
+)
+from werkzeug.utils import cached_property
 
 from ..database import dbretry
 
@@ -34,8 +41,33 @@ MESSAGES = {
 }
 
 
+class LimitedRequest(Request):
+    """A request whose chunked body over MAX_CONTENT_LENGTH is a 413, as a sized one is.
+
+    Werkzeug stops reading a chunked body at the limit and hands on what it read, so the
+    form or the webhook saw a cut body (a 400, or a signature that did not match). The
+    body is read here up to one byte past the limit: more is too large.
+    """
+
+    @cached_property
+    def stream(self):
+        limit = self.max_content_length
+        if self.content_length is not None or limit is None:
+            return super().stream
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return super().stream
+        raw, body = self.environ["wsgi.input"], bytearray()
+        while len(body) <= limit:
+            chunk = raw.read(min(65536, limit + 1 - len(body)))
+            if not chunk:
+                return io.BytesIO(bytes(body))
+            body += chunk
+        raise RequestEntityTooLarge()
+
+
 def init_app(app: Flask) -> None:
     """Register the error handlers."""
+    app.request_class = LimitedRequest
 
     @app.errorhandler(CSRFError)
     def csrf_error(exc: CSRFError):
@@ -46,6 +78,13 @@ def init_app(app: Flask) -> None:
         if exc.code is None or exc.code < 400:
             return exc
         return _page(exc.code, MESSAGES.get(exc.code, exc.description))
+
+    @app.errorhandler(SecurityError)
+    def untrusted_host(exc: SecurityError):
+        # A Host that TRUSTED_HOSTS refuses: no URL can be built for it, so no page either.
+        return current_app.response_class(
+            str(MESSAGES[400]), 400, mimetype="text/plain", headers={"Cache-Control": "no-store"}
+        )
 
     @app.errorhandler(InternalServerError)
     def server_error(exc):

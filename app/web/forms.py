@@ -45,9 +45,25 @@ def stripped(value: str | None) -> str | None:
     return value.strip() if value else value
 
 
+# Bidirectional controls (Unicode's Bidi_Control property): U+202E and its kin reorder
+# what the support console shows around them, so "ああ\u202eevil" reads as something else.
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
 def printable(form, field) -> None:
-    """Refuse control characters (a NUL cannot even be stored in PostgreSQL text)."""
-    if field.data and any(ord(ch) < 32 or ord(ch) == 127 for ch in field.data):
+    """Refuse control characters (a NUL cannot even be stored in PostgreSQL text), the
+    bidirectional ones among them."""
+    if field.data and any(
+        ord(ch) < 32 or 127 <= ord(ch) < 160 or ch in BIDI_CONTROLS for ch in field.data
+    ):
+        raise ValidationError(_l("Remove the control characters from this field."))
+
+
+def no_bidi(form, field) -> None:
+    """Refuse bidirectional controls in a text that may span lines (a reason)."""
+    if field.data and any(ch in BIDI_CONTROLS for ch in field.data):
         raise ValidationError(_l("Remove the control characters from this field."))
 
 
@@ -114,6 +130,7 @@ class ReasonForm(Form):
         validators=[
             DataRequired(_l("Say why, for the record.")),
             Length(max=1000, message=_l("Keep the reason under 1,000 characters.")),
+            no_bidi,
         ],
         filters=[lambda s: s.replace("\x00", "") if s else s],
     )

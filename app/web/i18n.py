@@ -167,6 +167,8 @@ STORED = (
     N_("welcome points"),
     N_("points purchase"),
     N_("payment refunded"),
+    N_("refund did not go through"),
+    N_("points expired"),
     N_("granted by an operator"),
     N_("area assessment"),
     N_("refund: assessment did not complete"),

@@ -6,6 +6,9 @@ The money logic is app/points/purchases.py; this module verifies, brakes and ans
 
 import json
 import logging
+import os
+import re
+from urllib.parse import urlsplit
 
 import stripe
 from flask import (
@@ -24,6 +27,9 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user, login_required
 
+from ..assessment import make_provider, resolve_place, run_assessment
+from ..caches.singleflight import SingleFlightCache
+from ..config import is_on
 from ..extensions import csrf, limiter
 from ..points import purchases
 from . import i18n
@@ -42,8 +48,45 @@ def packs() -> dict[int, purchases.Pack]:
     return current_app.extensions["point_packs"]
 
 
+def serving_demo_data() -> bool:
+    """Return whether reports are made from demonstration data at this moment.
+
+    The shop's one reading of the provider state, taken at each request (the provider may
+    change while the app runs): points bought now must buy reports of real data.
+    """
+    return bool(current_app.extensions["layer_provider"].is_demo)
+
+
+def public_url() -> str:
+    """The site's address for Stripe's return URLs: PUBLIC_URL, never a request's Host.
+
+    Unset, only a test-mode key (development) gets `make run`'s own address; a live key
+    sells nothing without it.
+    """
+    config = current_app.config
+    if config["PUBLIC_URL"]:
+        return config["PUBLIC_URL"].rstrip("/")
+    if purchases.live_mode(config):
+        return ""
+    return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
+
+
+def not_on_sale() -> str | None:
+    """Say why points cannot be bought now (payments, seller, public_url, demo_data), or None."""
+    config = current_app.config
+    if not purchases.configured(config) or not packs():
+        return "payments"
+    if purchases.seller_missing(config):
+        return "seller"
+    if not public_url():
+        return "public_url"
+    if serving_demo_data() and not is_on(config["TEST_SHOP"]):
+        return "demo_data"
+    return None
+
+
 def _on_sale() -> bool:
-    return purchases.configured(current_app.config) and bool(packs())
+    return not_on_sale() is None
 
 
 @bp.get("/points/buy")
@@ -53,7 +96,22 @@ def buy_page():
     """Show the packs, or say that purchases are not set up and how to get points instead."""
     if request.args.get("cancelled"):
         flash(_("Payment cancelled: nothing was charged."), "info")
-    return render_template("payments/buy.html", packs=packs().values(), on_sale=_on_sale())
+    reason = not_on_sale()
+    if reason in ("seller", "public_url"):
+        log.warning("points not on sale: %s", _setup_gap(reason))
+    return render_template(
+        "payments/buy.html",
+        packs=packs().values(),
+        on_sale=reason is None,
+        reason=reason,
+        test_shop=is_on(current_app.config["TEST_SHOP"]),
+    )
+
+
+def _setup_gap(reason: str) -> str:
+    if reason == "seller":
+        return "set " + ", ".join(purchases.seller_missing(current_app.config))
+    return "set PUBLIC_URL (a live Stripe key sells only with it)"
 
 
 def _user_key() -> str:
@@ -66,13 +124,14 @@ def _user_key() -> str:
 def buy():
     """Create a Checkout Session for the chosen pack and send the browser to it (303)."""
     if not _on_sale():
-        flash(_("Purchases are not set up here: nothing was charged."), "error")
+        flash(_("Points are not on sale at present: nothing was charged."), "error")
         return redirect(url_for(".buy_page"), 303)
     try:
         pack = packs()[int(request.form.get("points", ""))]
     except (KeyError, ValueError):
         abort(400, _("Choose one of the packs on this page."))
-    done = url_for(".done", _external=True) + "?session_id={CHECKOUT_SESSION_ID}"
+    site = public_url()
+    done = site + url_for(".done") + "?session_id={CHECKOUT_SESSION_ID}"
     try:
         url = purchases.start_checkout(
             current_app.config,
@@ -83,7 +142,7 @@ def buy():
             ),
             locale=i18n.language(),
             success_url=done,
-            cancel_url=url_for(".buy_page", cancelled=1, _external=True),
+            cancel_url=site + url_for(".buy_page", cancelled=1),
         )
     except purchases.CheckoutUnavailable:
         flash(_("The payment page could not be opened: nothing was charged. Try again."), "error")
@@ -99,6 +158,32 @@ def done():
     if state is None:
         abort(404)
     return render_template("payments/done.html", state=state)
+
+
+@bp.get("/points/receipts/<session_id>")
+@login_required
+def receipt(session_id: str):
+    """The receipt (領収書) of a credited purchase, in the reader's language."""
+    return _receipt("payments/receipt.html", session_id)
+
+
+@bp.get("/points/receipts/<session_id>/print")
+@login_required
+def receipt_print(session_id: str):
+    """The same receipt alone on the page, for printing or saving as PDF."""
+    return _receipt("payments/receipt_print.html", session_id)
+
+
+def _receipt(template: str, session_id: str):
+    paid = purchases.receipt(session_id, current_user.id)
+    if paid is None:
+        abort(404)  # another user's, never paid, or no such session
+    return render_template(
+        template,
+        paid=paid,
+        tax=purchases.tax_included(paid.amount),
+        rate=purchases.TAX_RATE_PERCENT,
+    )
 
 
 @bp.get("/points/buy/<session_id>/status")
@@ -120,11 +205,21 @@ def webhook():
         abort(404)
     payload = request.get_data()
     try:
-        stripe.Webhook.construct_event(payload, request.headers.get("Stripe-Signature"), secret)
+        stripe.WebhookSignature.verify_header(
+            payload,
+            request.headers.get("Stripe-Signature"),
+            secret,
+            stripe.Webhook.DEFAULT_TOLERANCE,
+        )
+    except Exception as exc:
+        # Whatever fails is not signed: the library's own errors too (compare_digest
+        # raises TypeError on a signature that is not ASCII).
+        log.warning("stripe webhook refused: %s", type(exc).__name__)
+        return jsonify(error="signature not valid"), 400
+    try:
         event = json.loads(payload)
-    except (stripe.SignatureVerificationError, ValueError) as exc:
-        log.warning("stripe webhook refused: %s", exc)
-        return jsonify(error="signature or body not valid"), 400
+    except (ValueError, RecursionError):  # RecursionError: a body nested 30,000 deep
+        event = None
     if not isinstance(event, dict):
         return jsonify(error="not an event"), 400
     outcome = purchases.handle(event, packs())
@@ -137,6 +232,28 @@ def commerce():
     return render_template("payments/commerce.html", packs=packs().values())
 
 
+SAMPLE_PLACE = "札幌市"
+
+
+@bp.get("/sample")
+def sample():
+    """A sample report to read before paying: the demo pipeline's, marked as a sample."""
+    lang = i18n.language()
+    kept = current_app.extensions.setdefault("sample_reports", {})
+    if lang not in kept:  # made once per language and process: no database, no point
+        kept[lang] = run_assessment(
+            resolve_place(SAMPLE_PLACE),
+            lang,
+            # The demo pipeline, without its pauses: the same analysis and words.
+            provider=make_provider(
+                {**current_app.config, "LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0}
+            ),
+            cache=SingleFlightCache(maxsize=64, ttl=3600),
+            progress=lambda step, percent: None,
+        )
+    return render_template("payments/sample.html", report=kept[lang])
+
+
 @bp.get("/legal/terms")
 def terms():
     """The terms of the points people buy."""
@@ -144,6 +261,22 @@ def terms():
 
 
 def init_app(app: Flask) -> None:
-    """Register the routes; a POINT_PACKS that does not read stops the server, naming it."""
+    """Register the routes; settings that cannot work stop the server, naming them."""
     app.extensions["point_packs"] = purchases.parse_packs(app.config["POINT_PACKS"])
+    if is_on(app.config["TEST_SHOP"]) and purchases.live_mode(app.config):
+        raise ValueError("TEST_SHOP sells demonstration reports: not with a live Stripe key")
+    invoice = app.config["SELLER_INVOICE_NUMBER"]
+    if invoice and not re.fullmatch(r"T\d{13}", invoice):
+        raise ValueError(f"SELLER_INVOICE_NUMBER must be T and 13 digits, not {invoice!r}")
+    if url := app.config["PUBLIC_URL"]:
+        parts = urlsplit(url)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+        ):
+            raise ValueError(f"PUBLIC_URL must be http(s)://host[:port], not {url!r}")
+        if app.config.get("TRUSTED_HOSTS") is None:
+            # Flask answers 400 to any other Host; loopback stays for checks on the machine.
+            app.config["TRUSTED_HOSTS"] = [parts.hostname, "localhost", "127.0.0.1", "::1"]
     app.register_blueprint(bp)

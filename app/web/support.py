@@ -3,7 +3,7 @@
 import uuid
 from functools import wraps
 
-from flask import Blueprint, abort, flash, redirect, render_template, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, url_for
 from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
@@ -40,6 +40,8 @@ def index(adjust_form: AdjustPointsForm | None = None, status: int = 200):
         form=ReasonForm(),
         adjust_form=adjust_form or AdjustPointsForm(formdata=None),
         adjustments=grants.recent(),
+        waiting=grants.waiting(),
+        approval_above=current_app.config["SUPPORT_GRANT_APPROVAL_POINTS"],
     ), status
 
 
@@ -59,8 +61,26 @@ def adjust_points():
         return index(form, 400)
     try:
         balance = grants.adjust(
-            user.id, form.amount.data, current_user.id, form.reason.data, form.nonce.data
+            user.id,
+            form.amount.data,
+            current_user.id,
+            form.reason.data,
+            form.nonce.data,
+            approval_above=current_app.config["SUPPORT_GRANT_APPROVAL_POINTS"],
         )
+    except grants.OwnAccount:
+        form.email.errors.append(_("Support cannot change the points of its own account."))
+        return index(form, 403)
+    except grants.NeedsApproval:
+        flash(
+            _(
+                "A grant above %(limit)s points needs a second support user: it waits for"
+                " their approval, and nothing was added yet.",
+                limit=current_app.config["SUPPORT_GRANT_APPROVAL_POINTS"],
+            ),
+            "info",
+        )
+        return redirect(url_for(".index"), 303)
     except grants.AlreadyApplied:
         flash(_("This change was already recorded: nothing was changed again."), "info")
         return redirect(url_for(".index"), 303)
@@ -76,6 +96,23 @@ def adjust_points():
         ),
         "success",
     )
+    return redirect(url_for(".index"), 303)
+
+
+@bp.post("/grants/<int:request_id>/approve")
+@support_required
+def approve_grant(request_id: int):
+    """Approve another operator's grant above the limit: its ledger row names you both."""
+    outcome = grants.approve(request_id, current_user.id)
+    if outcome == "unknown":
+        abort(404)
+    if outcome == "own":
+        flash(_("A second support user must approve this grant, not you."), "error")
+        return index(None, 403)
+    if outcome == "already":
+        flash(_("This grant was already approved: nothing was added again."), "info")
+    else:
+        flash(_("Grant approved: the points were added."), "success")
     return redirect(url_for(".index"), 303)
 
 

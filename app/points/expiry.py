@@ -1,0 +1,58 @@
+"""Points lapse POINTS_VALID_DAYS after they were added, oldest first.
+
+Points are spent oldest first, so what a user holds is always their newest additions: the
+part of the balance beyond what was added within the validity is what has lapsed. An
+`expire` ledger row takes exactly that, under the user's row lock, so a job's consume
+cannot slip between reading the balance and taking from it; run again, it finds nothing.
+Kept inside six months (180 days by default), the points stay exempt from 資金決済法
+(発行の日から6月以内に限り使用できる前払式支払手段は適用除外).
+"""
+
+import logging
+
+from sqlalchemy import text
+
+from ..extensions import db
+
+log = logging.getLogger(__name__)
+
+REASON = "points expired"
+
+# Every positive row within the validity (a purchase, a grant, a job's refund, a restore)
+# is what the balance may still hold; anything beyond it is older, and has lapsed.
+LAPSED = (
+    "u.point_balance - coalesce((SELECT sum(l.amount) FROM point_ledger l"
+    "  WHERE l.user_id = u.id AND l.amount > 0"
+    "    AND l.created_at > now() - make_interval(days => :days)), 0)"
+)
+
+
+def expire_lapsed(valid_days: int, batch: int = 500) -> int:
+    """Take back every user's lapsed points as `expire` rows; return how many users lost some."""
+    if valid_days <= 0:
+        return 0
+    users = (
+        db.session.execute(
+            text(f"SELECT u.id FROM users u WHERE {LAPSED} > 0 ORDER BY u.id LIMIT :n"),
+            {"days": valid_days, "n": batch},
+        )
+        .scalars()
+        .all()
+    )
+    db.session.rollback()
+    expired = 0
+    for user_id in users:
+        db.session.execute(text("SELECT 1 FROM users WHERE id = :u FOR UPDATE"), {"u": user_id})
+        taken = db.session.execute(
+            text(
+                "INSERT INTO point_ledger (user_id, kind, amount, reason)"
+                f" SELECT u.id, 'expire', -({LAPSED}), :r FROM users u"
+                f" WHERE u.id = :u AND {LAPSED} > 0 RETURNING -amount"
+            ),
+            {"u": user_id, "days": valid_days, "r": REASON},
+        ).scalar_one_or_none()
+        db.session.commit()
+        if taken:
+            expired += 1
+            log.info("user %s: %s point(s) older than %s days expired", user_id, taken, valid_days)
+    return expired
