@@ -46,6 +46,9 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "HAZARD_PORTAL_URL": (str, "https://disaportaldata.gsi.go.jp/raster"),
     "LAYER_HTTP_PER_HOST": (int, 4),
     "ZONE_TILE_BUDGET": (int, 64),
+    # Processes that decode and count zone tiles beside the worker; unset: the cores less
+    # one (at least one); 0: in the job's thread.
+    "ZONE_PROCESSES": (int, None),
     "PROVIDER_PROBE_SECONDS": (float, 3),
     "SHARED_LAYER_CACHE": (str, "auto"),
     "REPORT_RETENTION_DAYS": (float, 30),
