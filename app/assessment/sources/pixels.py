@@ -76,7 +76,15 @@ def shutdown() -> None:
     with _lock:
         executor, _pool["executor"] = _pool["executor"], None
     if executor is not None and _pool["pid"] == os.getpid():
+        processes = list((executor._processes or {}).values())
         executor.shutdown(wait=False, cancel_futures=True)
+        # Ended here, not left to notice: a worker that leaves with os._exit (gunicorn.conf.py
+        # worker_exit) would otherwise leave them and the forkserver behind.
+        for process in processes:
+            process.terminate()
+        from multiprocessing import forkserver
+
+        forkserver._forkserver._stop()
 
 
 def call(fn: Callable[..., T], *args: Any) -> T:
