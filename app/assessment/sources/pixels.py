@@ -104,7 +104,8 @@ def shutdown() -> None:
     from multiprocessing import forkserver, resource_tracker
 
     forkserver._forkserver._stop()
-    resource_tracker._resource_tracker._stop()
+    if resource_tracker._resource_tracker._pid is not None:  # started by this process
+        resource_tracker._resource_tracker._stop()
 
 
 def call(fn: Callable[..., T], *args: Any) -> T:
