@@ -147,15 +147,9 @@ def run(
 
 
 COUNTS = (
-    "due",
-    "measured",
-    "ok",
-    "errors",
-    "unfinished",
-    "new_connections",
-    "retries_on_closed_keepalive",
-    "not_modified",
-)
+    "due", "measured", "ok", "errors", "unfinished", "new_connections",
+    "retries_on_closed_keepalive", "not_modified",
+)  # fmt: skip
 
 
 def _over_rounds(results: list[dict]) -> dict:
@@ -324,18 +318,10 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
                 t.start()
             log(f"poll_computing {variant} {provider}: {n} reports computing")
             cpu0, t0 = tree_figure(pid, cpu_seconds), time.monotonic()
-            r = openloop.run(
-                "127.0.0.1",
-                server.port,
-                targets,
-                expect=b'data-status="running"',
-                revalidate=True,
-                **loop,
-            )
-            r["tree_cpu_s"], r["seconds"] = (
-                tree_figure(pid, cpu_seconds) - cpu0,
-                time.monotonic() - t0,
-            )
+            asked = {"expect": b'data-status="running"', "revalidate": True, **loop}
+            r = openloop.run("127.0.0.1", server.port, targets, **asked)
+            r["tree_cpu_s"] = tree_figure(pid, cpu_seconds) - cpu0
+            r["seconds"] = time.monotonic() - t0
             r["rss_mib"], r["worker_rss_mib"] = tree_figure(pid, rss_mib), rss_mib(pid)
             done = [w for w in walls if w[0] > t0 + loop["warmup"] and w[2] == "succeeded"]
             r["reports"], r["failed"] = len(done), sum(w[2] != "succeeded" for w in walls)
@@ -343,22 +329,7 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
             stop.set()
             for t in threads:
                 t.join(timeout=300)
-            out[n] = {
-                k: r[k]
-                for k in (
-                    "p50_ms",
-                    "p99_ms",
-                    "errors",
-                    "generator_lag_p99_ms",
-                    "tree_cpu_s",
-                    "seconds",
-                    "rss_mib",
-                    "worker_rss_mib",
-                    "reports",
-                    "failed",
-                    "wall_s",
-                )
-            }
+            out[n] = {k: r[k] for k in KEPT}
             idle = out[0]["tree_cpu_s"] / out[0]["seconds"]
             out[n]["cpu_per_report_s"] = (r["tree_cpu_s"] - idle * r["seconds"]) / max(1, len(done))
             log(f"poll_computing {n}: p99 {r['p99_ms']:.1f} ms, {len(done)} reports")
