@@ -155,7 +155,7 @@ def worker_exit(server, worker):
     app = getattr(worker, "wsgi", None)
     if app is None or "runner" not in getattr(app, "extensions", {}):
         return
-    app.extensions["runner"].shutdown()
+    app.extensions["runner"].shutdown()  # and the pixel pool's processes with the jobs
     # gunicorn has drained the in-flight requests and every job is settled in the
     # database. What is left are the abandoned jobs' threads (a layer fetch may sleep for
     # minutes), which the interpreter would join until gunicorn's graceful timeout ends in

@@ -4,19 +4,28 @@ create_app() is the composition root: the one place that wires app.web, app.jobs
 app.points, app.assessment and the root modules together.
 """
 
+from __future__ import annotations
+
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask
-
-from . import config
-from .database import dbretry, embedded, limits
-from .extensions import babel, csrf, db, limiter, login_manager, migrate
-from .operations import failpoints, logs
+if TYPE_CHECKING:
+    from flask import Flask
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
-    """Create and configure the app."""
+    """Create and configure the app.
+
+    Flask and the extensions are imported here, not with the package: a process that
+    needs only a pure module under app (the pixel pool's, sources/pixels.py) stays small.
+    """
+    from flask import Flask
+
+    from . import config
+    from .database import dbretry, embedded, limits
+    from .extensions import babel, csrf, db, limiter, login_manager, migrate
+    from .operations import failpoints, logs
+
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
     app.config.from_mapping(
         MAX_CONTENT_LENGTH=64 * 1024,

@@ -51,6 +51,9 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "HAZARD_PORTAL_URL": (str, "https://disaportaldata.gsi.go.jp/raster"),
     "LAYER_HTTP_PER_HOST": (int, 4),
     "ZONE_TILE_BUDGET": (int, 64),
+    # Processes that decode and count zone tiles beside the worker; unset or 0: in the
+    # job's thread (the pool's processes cost ~100 MiB: sources/pixels.py).
+    "ZONE_PROCESSES": (int, None),
     "PROVIDER_PROBE_SECONDS": (float, 3),
     "SHARED_LAYER_CACHE": (str, "auto"),
     "REPORT_RETENTION_DAYS": (float, 30),

@@ -16,6 +16,7 @@ session, extensions and database pool as the status fragment they are compared w
 - POST /bench/floor-submit: the design's floor for a submit, answered before Flask: the
   product's INSERT, a thread, and that thread's `pending -> running` transaction, with no
   framework, session, CSRF, form, place lookup or ledger (the form's `user` is trusted);
+- BENCH_IDLE_PLACE: jobs for that place sleep until stopped (poll_open's sleeping jobs).
 - POST /bench/rq-submit: what the product would be with a queue instead: the same form,
   login, place lookup and balance check as POST /assessments, then an RQ enqueue (queue
   BENCH_RQ_QUEUE on BENCH_REDIS_URL) instead of the INSERT and the thread. It inserts no
@@ -198,3 +199,25 @@ def rq_submit():
         abort(402)
     job = _rq_queue().enqueue(rqjob.started)
     return redirect(f"/bench/rq-job/{job.id}", 303)
+
+
+def _idle_place(place: str) -> None:
+    """BENCH_IDLE_PLACE: jobs for that place wait until stopped, polled and computing nothing."""
+    from app.assessment.errors import Stopped
+    from app.assessment.sources.providers import DATASETS
+    from app.assessment.work import keys_for
+
+    provider, area = app.extensions["layer_provider"], resolve_place(place)
+    idle, fetch = {k for ds in DATASETS for k in keys_for(area, ds, provider)}, provider.fetch
+
+    def wait_or_fetch(dataset, key, stop=None, **options):
+        if key not in idle:
+            return fetch(dataset, key, stop=stop, **options)
+        (stop or threading.Event()).wait(3600)
+        raise Stopped()
+
+    provider.fetch = wait_or_fetch
+
+
+if os.environ.get("BENCH_IDLE_PLACE"):
+    _idle_place(os.environ["BENCH_IDLE_PLACE"])

@@ -365,11 +365,13 @@ def parse_fragment(html: str) -> tuple[str, str, bool]:
     return status, billing, "hx-trigger" not in html
 
 
-def users_with_running_jobs(server: Server, db: Database, n: int, prefix: str) -> list[User]:
+def users_with_running_jobs(
+    server: Server, db: Database, n: int, prefix: str, query: str = PLACE
+) -> list[User]:
     """Sign up n distinct users and start one job each; wait until all n are running."""
     users = [User(server, f"{prefix}{i}@bench.example").signup() for i in range(n)]
     for user in users:
-        r = user.submit()
+        r = user.submit(query)
         if r.status_code != 303:
             raise RuntimeError(f"submit for {user.email}: {r.status_code} {r.text[:300]}")
     ids = [str(u.job_id) for u in users]

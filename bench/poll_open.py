@@ -16,21 +16,69 @@ constant's p99 of each round, p99_ratio_median their median: on a shared machine
 burst of another process's work lands in one run and not the next.
 
     python -m bench.poll_open [--browsers 1000] [--duration 30] [--rendered 1] [--rounds 3]
+
+Rows 2d-2h (computing(), in make bench as poll_computing): the same timetable on 32 sleeping
+jobs (benchapp's BENCH_IDLE_PLACE) while N reports compute for real, N = 8 and 32, each user
+submitting a large city again as its last one settles; once on the demo provider, once
+on the real ones against bench/zones.py's local stand-in (20 ms). Beside each, in the same
+server: the timetable with only the sleeping jobs, and one report alone per kind (ward,
+large city, point): its wall time and the CPU of the worker's process tree (the pixel pool
+too). --variants before,thread,after runs it on an export of --base (the code before),
+with ZONE_PROCESSES=0 (in the job's thread) and as it is.
+
+    python -m bench.poll_open --computing [--variants before,thread,after --base main]
 """
 
 import os
+import shutil
 import statistics
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 from . import openloop
-from .common import Database, Server, count_running, log, run_alone, users_with_running_jobs
+from .common import (
+    LOGS,
+    ROOT,
+    Database,
+    Server,
+    User,
+    count_running,
+    log,
+    median,
+    run_alone,
+    users_with_running_jobs,
+)
 from .table import Row, check, compare, num, plain, table
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree(pid: int) -> list[int]:
+    """The process and its descendants (the pixel pool's forkserver and processes)."""
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(p for kid in kids for p in tree(int(kid)))]
+
+
+def tree_figure(pid: int, read) -> float:
+    """The sum of read(p) over the process tree; a process that just ended counts 0."""
+    total = 0.0
+    for p in tree(pid):
+        try:
+            total += read(p)
+        except OSError:
+            pass
+    return total
+
+
+def rss_mib(pid: int) -> float:
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if "VmRSS" in x)
+    return int(line.split()[1]) / 1024
 
 
 def run(
@@ -195,7 +243,130 @@ def details(r: dict) -> list[str]:
     ]
 
 
+KEPT = "p50_ms p99_ms errors generator_lag_p99_ms tree_cpu_s seconds rss_mib worker_rss_mib"
+KEPT = (*KEPT.split(), "reports", "failed", "wall_s")
+IDLE_PLACE = "26.2124, 127.6809"  # Naha: the sleeping jobs' place, far from every computed one
+CITIES = ("浜松市", "新潟市", "仙台市", "広島市", "北九州市", "高山市", "静岡市", "札幌市中央区")
+
+
+def _checkout(rev: str) -> Path:
+    """An export of rev beside the logs, with today's benchapp (its sleeping jobs)."""
+    path = LOGS / f"checkout-{rev}"
+    if not path.exists():
+        path.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", ROOT, "archive", rev], capture_output=True)
+        subprocess.run(["tar", "-x", "-C", path], input=archive.stdout, check=True)
+        shutil.copy(ROOT / "bench" / "benchapp.py", path / "bench")
+        for mo in ROOT.glob("translations/*/LC_MESSAGES/messages.mo"):
+            shutil.copy(mo, path / mo.relative_to(ROOT))
+    return path
+
+
+def _reports(db: Database, user: User, queries, stop: threading.Event, walls: list) -> None:
+    """Submit the queries in turn, each once the last settled, until stop; note each wall."""
+    with db.connect() as conn:
+        for query in queries:
+            if stop.is_set() or user.submit(query).status_code != 303:
+                return
+            sql = "SELECT extract(epoch FROM finished_at - started_at), status, now()"
+            while (
+                row := conn.execute(
+                    sql + " FROM assessment_jobs WHERE id = %s", (user.job_id,)
+                ).fetchone()
+            )[1] in ("pending", "running"):
+                time.sleep(0.2)
+            walls.append((time.monotonic(), float(row[0] or 0), row[1]))
+
+
+def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **loop) -> dict:
+    env = {"ASSESSMENT_WORK_SECONDS": str(work), "MAX_CONCURRENT_JOBS": "80"}
+    env |= {"SIGNUP_POINTS": "1000", "BENCH_IDLE_PLACE": IDLE_PLACE, "LAYER_PROVIDER": provider}
+    env |= {
+        "JSHIS_BASE_URL": upstream.url + "/jshis",
+        "HAZARD_PORTAL_URL": upstream.url + "/portal",
+    }
+    env |= {"ZONE_PROCESSES": "0"} if variant == "thread" else {}
+    db.truncate()
+    server = Server(db.url, f"poll_computing-{variant}-{provider}", **env)
+    if variant.startswith("before"):  # the code before: an export of the base revision
+        server.cwd = _checkout(variant.partition(":")[2])
+        server.env["PYTHONPATH"] = str(server.cwd)
+    with server:
+        pid = server.worker_pid()
+        targets = [
+            (u.status_path, u.cookie)
+            for u in users_with_running_jobs(server, db, 32, "idle", IDLE_PLACE)
+        ]
+        busy = [User(server, f"work{i}@bench.example").signup() for i in range(max(sizes))]
+        out: dict = {"alone": {}}
+        from .zones import PLACES
+
+        for kind, query in {"warm-up": PLACES["point"], **PLACES}.items():
+            walls: list = []
+            cpu0 = tree_figure(pid, cpu_seconds)
+            _reports(db, busy[0], [query], threading.Event(), walls)
+            cpu = tree_figure(pid, cpu_seconds) - cpu0
+            out["alone"][kind] = {"wall_s": walls[0][1], "cpu_s": cpu, "status": walls[0][2]}
+        for n in (0, *sizes):
+            stop, walls = threading.Event(), []
+            queries = [(CITIES[i % 8 :] + CITIES[: i % 8]) * 50 for i in range(n)]
+            threads = [
+                threading.Thread(target=_reports, args=(db, busy[i], queries[i], stop, walls))
+                for i in range(n)
+            ]
+            for t in threads:
+                t.start()
+            log(f"poll_computing {variant} {provider}: {n} reports computing")
+            cpu0, t0 = tree_figure(pid, cpu_seconds), time.monotonic()
+            asked = {"expect": b'data-status="running"', "revalidate": True, **loop}
+            r = openloop.run("127.0.0.1", server.port, targets, **asked)
+            r["tree_cpu_s"] = tree_figure(pid, cpu_seconds) - cpu0
+            r["seconds"] = time.monotonic() - t0
+            r["rss_mib"], r["worker_rss_mib"] = tree_figure(pid, rss_mib), rss_mib(pid)
+            done = [w for w in walls if w[0] > t0 + loop["warmup"] and w[2] == "succeeded"]
+            r["reports"], r["failed"] = len(done), sum(w[2] != "succeeded" for w in walls)
+            r["wall_s"] = median([w[1] for w in done])
+            stop.set()
+            for t in threads:
+                t.join(timeout=300)
+            out[n] = {k: r[k] for k in KEPT}
+            idle = out[0]["tree_cpu_s"] / out[0]["seconds"]
+            out[n]["cpu_per_report_s"] = (r["tree_cpu_s"] - idle * r["seconds"]) / max(1, len(done))
+            log(f"poll_computing {n}: p99 {r['p99_ms']:.1f} ms, {len(done)} reports")
+    return out
+
+
+def computing(
+    db,
+    variants="after",
+    base="main",
+    providers="demo,real",
+    sizes=(8, 32),
+    work=6.0,
+    browsers=1000,
+    interval=2.0,
+    duration=15.0,
+    warmup=3.0,
+) -> dict:
+    """Rows 2d-2h: the open loop while reports compute, beside the same with jobs sleeping."""
+    from .zones import Upstream
+
+    upstream, out = Upstream(), {"sizes": list(sizes), "work_s": work, "variants": {}}
+    loop = {"browsers": browsers, "interval": interval, "duration": duration, "warmup": warmup}
+    for variant in variants.split(","):
+        name = f"before:{base}" if variant == "before" else variant
+        out["variants"][name] = {
+            p: _computing(db, upstream, name, p, sizes, work, **loop) for p in providers.split(",")
+        }
+    upstream.server.shutdown()
+    return out
+
+
 def main() -> None:
+    if "--computing" in sys.argv:  # rows 2d-2h
+        sys.argv.remove("--computing")
+        options = {"variants": "after", "base": "main", "providers": "demo,real", "work": 6.0}
+        return run_alone(computing, __doc__, **options, duration=15.0, warmup=3.0)
     run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0, rendered=0, rounds=1)
 
 

@@ -11,11 +11,30 @@ may import errors.py. The package may import app.caches and the root modules (co
 extensions, models); never app.points, app.jobs or app.web.
 """
 
-from .errors import ProviderError, Stopped
-from .place.area import Area
-from .place.resolver import PlaceAmbiguous, PlaceNotFound, PlaceSuperseded, resolve_place
-from .sources.providers import LayerProvider, make_provider
-from .work import run_assessment
+from importlib import import_module
+from typing import Any
+
+# Imported on first use (PEP 562), not with the package: the pixel pool's processes import
+# sources/pixels.py, and so this package, and need none of the resolver's database.
+_EXPORTS = {
+    "ProviderError": ".errors",
+    "Stopped": ".errors",
+    "Area": ".place.area",
+    "PlaceAmbiguous": ".place.resolver",
+    "PlaceNotFound": ".place.resolver",
+    "PlaceSuperseded": ".place.resolver",
+    "resolve_place": ".place.resolver",
+    "LayerProvider": ".sources.providers",
+    "make_provider": ".sources.providers",
+    "run_assessment": ".work",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name], __name__), name)
+
 
 __all__ = [
     "Area",

@@ -1,8 +1,9 @@
 """One assessment's work: fetch every hazard layer concurrently, then analyse.
 
 A zone dataset's tiles are decoded and counted over the area's outline as they arrive
-(zones.py, tiles.py): only the counts and a coarse map are kept, never the tiles, so a
-job's memory does not grow with its tiles. Progress is the share of planned tiles and
+(zones.py, tiles.py), in the pixel pool (pixels.py), away from the worker's GIL: only the
+counts and a coarse map are kept, never the tiles, so a job's memory does not grow with
+its tiles. Progress is the share of planned tiles and
 meshes fetched, written through the job's usual progress (at most every PROGRESS_SECONDS).
 """
 
@@ -18,7 +19,7 @@ from .errors import ProviderError, Stopped
 from .place.area import Area
 from .report import maps, provenance
 from .report.analysis import LANGS, LAYERS, Layer, analyse
-from .sources import portal, terms, tiles, zones
+from .sources import pixels, portal, terms, tiles, zones
 from .sources.providers import DATASETS, LayerProvider, default_keys
 
 Fetched = dict[str, list[dict[str, Any]]]
@@ -118,26 +119,23 @@ def run_assessment(
     def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
         legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
+        empty = tiles.Reading.start(legend, zone_plan.outline.geometry)
 
-        def one(key: str) -> tuple[Any, Any, bool]:
-            answer = fetch(dataset, key) or {"png": None}
-            png = portal.decode_answer(answer)
-            try:
-                classes = tiles.decode(png, legend)
+        def one(key: str) -> tiles.Reading:
+            png = portal.decode_answer(fetch(dataset, key) or {"png": None})
+            tile = tiles.parse_tile_key(key)
+            try:  # in the pixel pool: the worker's GIL stays free for its pages
+                return pixels.call(pixels.read_tile, empty, tile, png, masks.packed(tile))
             except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
                 raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
-            return tiles.parse_tile_key(key), classes, png is None
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
-        # so at most a batch of decoded tiles waits to be counted.
+        # so at most a batch of tiles' readings waits to be added.
         fetchers = ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-tile")
         try:
             for start in range(0, len(keys), 2 * TILE_FETCHERS):
-                for tile, classes, missing in fetchers.map(
-                    one, keys[start : start + 2 * TILE_FETCHERS]
-                ):
-                    reading.add(tile, classes, masks.get(tile))
-                    reading.missing += missing
+                for part in fetchers.map(one, keys[start : start + 2 * TILE_FETCHERS]):
+                    pixels.merge(reading, part)
                     tick()
         finally:
             fetchers.shutdown(wait=False, cancel_futures=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 from flask import Flask
 
+from ..assessment.sources import pixels
 from ..database import dbretry, limits
 from ..extensions import db
 from ..operations import metrics
@@ -201,6 +202,9 @@ class Runner:
         self._wake.set()
         for _, stop in live:
             stop.set()
+        # The pixel pool's processes end with the jobs (a job still working a tile
+        # finishes it in its own thread), before any exit hook would wait for them.
+        pixels.shutdown()
         if not live:
             return
         with self.app.app_context():

@@ -8,6 +8,7 @@ outlines of the places it is assessing, not the whole country.
 
 import json
 import math
+import os
 import threading
 import zipfile
 from dataclasses import dataclass
@@ -40,16 +41,26 @@ class Outline:
     note: str = ""  # what it is, when it is not the unit's own outline (index.json's words)
 
 
+_open: dict[int, zipfile.ZipFile] = {}
+
+
 def _archive() -> zipfile.ZipFile:
-    path = resources.files(__package__).joinpath("data", "outlines.zip")
-    return zipfile.ZipFile(str(path))
+    """Return the archive, opened once per process (reading its directory costs 15 ms).
+
+    Per process: a forked process must not share the file's offset. Callers hold _lock.
+    """
+    archive = _open.get(os.getpid())
+    if archive is None:
+        path = resources.files(__package__).joinpath("data", "outlines.zip")
+        archive = _open[os.getpid()] = zipfile.ZipFile(str(path))
+    return archive
 
 
 @lru_cache(maxsize=1)
 def index() -> dict[str, Any]:
     """Return the outline index: provenance ("meta") and every unit's box ("areas")."""
-    with _lock, _archive() as archive:
-        return json.loads(archive.read("index.json"))
+    with _lock:
+        return json.loads(_archive().read("index.json"))
 
 
 def meta() -> dict[str, Any]:
@@ -67,8 +78,8 @@ def _geometry(code5: str) -> BaseGeometry | None:
         geometry = shapely.union_all([w for w in wards if w is not None])
         shapely.prepare(geometry)
         return geometry
-    with _lock, _archive() as archive:
-        geometry = shape(json.loads(archive.read(f"{code5}.json")))
+    with _lock:
+        geometry = shape(json.loads(_archive().read(f"{code5}.json")))
     shapely.prepare(geometry)
     return geometry
 

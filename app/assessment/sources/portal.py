@@ -17,6 +17,7 @@ import hashlib
 import io
 import threading
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import mercantile
@@ -25,7 +26,7 @@ from PIL import Image
 
 from ..errors import ProviderError, UpstreamError
 from .http import Client, RetryPolicy
-from .tiles import LEGENDS, TILE_SIZE, parse_tile_key, pixel_centres
+from .tiles import LEGENDS, parse_tile_key, pixel_centres
 
 DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 
@@ -202,11 +203,18 @@ def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
     return land.intersection(sea.buffer(distance_m / 111_320.0)).intersection(box)
 
 
+# Painted tiles kept per process (a kilobyte or two each): a few large places' worth, so a
+# place assessed again is not painted again, as the tile cache keeps the portal's tiles.
+PAINTED_TILES = 2048
+
+
+@lru_cache(maxsize=PAINTED_TILES)
 def paint(dataset: str, key: str) -> bytes | None:
     """Return a demo tile for a dataset: its legend's colours where the field is high.
 
     Tsunami zones are painted only on land near the sea (near_the_sea), so a demo report
-    never puts a tsunami zone far inland.
+    never puts a tsunami zone far inland. The tile is a palette PNG, as the portal's are:
+    index 0 transparent, then the legend's colours.
     """
     import shapely
 
@@ -226,11 +234,9 @@ def paint(dataset: str, key: str) -> bytes | None:
     if not painted.any():
         return None  # as the portal does: no tile where nothing is mapped
     depth = np.clip((field - threshold) / (1.0 - threshold), 0, 0.999)
-    index = (depth * len(legend)).astype(int)
-    rgba = np.zeros((TILE_SIZE, TILE_SIZE, 4), dtype=np.uint8)
-    colours = np.array([zone.rgb for zone in legend], dtype=np.uint8)
-    rgba[painted, :3] = colours[index[painted]]
-    rgba[painted, 3] = 255
+    index = np.where(painted, (depth * len(legend)).astype(np.uint8) + 1, 0).astype(np.uint8)
+    image = Image.fromarray(index, "P")
+    image.putpalette([0, 0, 0, *(channel for zone in legend for channel in zone.rgb)])
     out = io.BytesIO()
-    Image.fromarray(rgba, "RGBA").save(out, "PNG", compress_level=1)
+    image.save(out, "PNG", compress_level=1, transparency=0)
     return out.getvalue()

@@ -33,7 +33,7 @@ from urllib.parse import quote
 from ..errors import ProviderError, Stopped
 from ..place.area import Area
 from ..place.sampling import mesh_centre
-from . import portal
+from . import pixels, portal
 from .http import RetryPolicy, shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
 from .jshis import JshisProvider, mesh_keys
@@ -131,7 +131,7 @@ class DemoProvider:
             raise Stopped()
         if spec.scope == "zones":
             try:
-                return portal.encode(portal.paint(dataset, key))
+                return portal.encode(pixels.call(portal.paint, dataset, key))
             except ValueError:
                 raise ProviderError(dataset, key, "not a tile") from None
         if spec.scope == "mesh" and key.isdigit() and len(key) == 10:
@@ -328,6 +328,8 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
     from . import zones
 
     zones.configure(int(config.get("ZONE_TILE_BUDGET") or zones.DEFAULT_TILE_BUDGET))
+    processes = config.get("ZONE_PROCESSES")
+    pixels.configure(None if processes in (None, "") else int(processes))
     kind = str(config.get("LAYER_PROVIDER") or "demo").strip().lower()
     if kind == "real":
         kind = REAL

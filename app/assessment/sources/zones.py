@@ -78,8 +78,8 @@ class Masks:
         self._lock = threading.Lock()
         self._masks: dict[mercantile.Tile, Any] = {}
 
-    def get(self, tile: mercantile.Tile) -> np.ndarray:
-        """Return which of the tile's pixels are inside the outline."""
+    def packed(self, tile: mercantile.Tile) -> Any:
+        """Return the tile's mask as kept: a bool for a whole tile, else its packed bits."""
         with self._lock:
             known = self._masks.get(tile)
         if known is None:
@@ -87,6 +87,15 @@ class Masks:
             known = bool(mask.all()) if mask.all() or not mask.any() else np.packbits(mask)
             with self._lock:
                 self._masks[tile] = known
-        if isinstance(known, bool):
-            return np.full((tiles.TILE_SIZE, tiles.TILE_SIZE), known, dtype=bool)
-        return np.unpackbits(known)[: tiles.TILE_SIZE**2].reshape(tiles.TILE_SIZE, -1).astype(bool)
+        return known
+
+    def get(self, tile: mercantile.Tile) -> np.ndarray:
+        """Return which of the tile's pixels are inside the outline."""
+        return unpack(self.packed(tile))
+
+
+def unpack(known: Any) -> np.ndarray:
+    """Return a mask kept by Masks.packed as 256 x 256 bools."""
+    if isinstance(known, bool):
+        return np.full((tiles.TILE_SIZE, tiles.TILE_SIZE), known, dtype=bool)
+    return np.unpackbits(known)[: tiles.TILE_SIZE**2].reshape(tiles.TILE_SIZE, -1).astype(bool)

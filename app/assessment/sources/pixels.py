@@ -1,0 +1,164 @@
+"""Where a zone tile's pixels are worked: a small process pool beside the worker.
+
+A tile's pixel work is pure and CPU-bound: PNG bytes and the outline's mask in, counts
+and map cells out (tiles.Reading.add on a tile's classes), and the demo's painting is
+the same (a tile key in, PNG bytes out). Run in a job's thread it holds the worker's GIL,
+and the status poll of every other user waits behind it (issue 37: p99 1.4 s while eight
+large cities were read). So it can run in ZONE_PROCESSES processes (default 0: in the
+job's thread, for memory: see _settings), started on first use by the
+process that runs jobs, never by gunicorn's master, with the 'forkserver' method (no
+fork of a process that has threads). A job's thread waits for the answer with the GIL
+released. The pool's queue is the bound on reports decoding at once: pixel work of any
+number of jobs takes at most ZONE_PROCESSES cores, and the web worker keeps its own.
+
+A pool that broke (a process killed) is replaced; the tile that saw it is worked in the
+job's thread, so no job fails for it. The processes end with the worker's jobs:
+Runner.shutdown calls shutdown() (gunicorn's worker_exit and the queue worker's exit both
+come through it), and a process whose parent died finds its queue closed.
+
+Palette PNGs (the portal's) are classified once per palette colour, through
+tiles.classify and Pillow's own conversion of each colour, then indexed: the classes
+that converting all 65,536 pixels to RGBA gives, for 256 colours' work.
+"""
+
+import dataclasses
+import io
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+import numpy as np
+from PIL import Image
+
+from . import tiles, zones
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# In the job's thread unless ZONE_PROCESSES says otherwise: the pool's processes (a
+# forkserver, its resource tracker and each worker, 40-50 MiB apiece) would take the
+# whole process tree past issue 32's memory target (the worker alone is ~126 MiB).
+_settings: dict[str, int] = {"processes": 0}
+_lock = threading.Lock()
+_pool: dict[str, Any] = {"executor": None, "pid": 0, "closed": 0}
+
+
+def configure(processes: int | None) -> None:
+    """Set how many processes work pixels (ZONE_PROCESSES; None or 0: the job's thread)."""
+    processes = processes or 0
+    if processes < 0:
+        raise ValueError("ZONE_PROCESSES must not be negative")
+    if processes != _settings["processes"]:
+        shutdown()
+        _settings["processes"] = processes
+    _pool["closed"] = 0  # a new app in this process may start a pool again
+
+
+def processes() -> int:
+    """Return how many processes work pixels (0: the job's thread does)."""
+    return _settings["processes"]
+
+
+def _executor() -> ProcessPoolExecutor | None:
+    """Return this process's pool, started on first use; None once it was shut down."""
+    with _lock:
+        if _pool["closed"] == os.getpid():
+            return None
+        # A process forked from one that had a pool (a test, a queue worker) starts its own.
+        if _pool["executor"] is None or _pool["pid"] != os.getpid():
+            context = multiprocessing.get_context("forkserver")
+            # Imported once, in the forkserver, and shared by every process it forks; not
+            # __main__ (gunicorn's or flask's). Neither imports Flask nor the database.
+            context.set_forkserver_preload([__name__, f"{__package__}.portal"])
+            _pool["executor"] = ProcessPoolExecutor(_settings["processes"], mp_context=context)
+            _pool["pid"] = os.getpid()
+        return _pool["executor"]
+
+
+def shutdown() -> None:
+    """Stop the pool and its processes now; later tiles are worked in the job's thread.
+
+    Called when the process stops running jobs (Runner.shutdown): a job's thread still
+    waiting gets BrokenProcessPool or RuntimeError and works its tile itself. The pool's
+    processes, the forkserver and the resource tracker are ended and reaped here, not left
+    to notice: multiprocessing's exit hook would wait for the pool's processes, and a
+    process that leaves with os._exit would leave them behind.
+    """
+    with _lock:
+        executor, _pool["executor"] = _pool["executor"], None
+        mine = _pool["pid"] == os.getpid()
+        _pool["closed"] = os.getpid()
+    if executor is None or not mine:
+        return
+    children = list((executor._processes or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in children:
+        process.terminate()
+    for process in children:
+        process.join(5)
+    from multiprocessing import forkserver, resource_tracker
+
+    forkserver._forkserver._stop()
+    if resource_tracker._resource_tracker._pid is not None:  # started by this process
+        resource_tracker._resource_tracker._stop()
+
+
+def call(fn: Callable[..., T], *args: Any) -> T:
+    """Return fn(*args), worked in the pool (a pure function: the same answer either way)."""
+    if _settings["processes"] == 0 or (executor := _executor()) is None:
+        return fn(*args)
+    try:
+        return executor.submit(fn, *args).result()
+    except BrokenProcessPool:
+        with _lock:
+            if _pool["executor"] is executor:
+                _pool["executor"] = None  # the next tile starts a new pool
+        log.warning("the pixel pool broke; this tile is worked in the job's thread")
+        return fn(*args)
+    except RuntimeError:  # shut down meanwhile (the worker is stopping): do it here
+        return fn(*args)
+
+
+def classes_of(png: bytes | None, legend: tuple[tiles.ZoneClass, ...]) -> np.ndarray:
+    """Return the class of every pixel of a tile, as tiles.decode does; palettes by colour."""
+    if png is None:
+        return tiles.decode(None, legend)
+    with Image.open(io.BytesIO(png)) as image:
+        if image.mode != "P":
+            return tiles.decode(png, legend)
+        indices = np.asarray(image)
+        if indices.shape != (tiles.TILE_SIZE, tiles.TILE_SIZE):
+            raise ValueError(f"a tile is {tiles.TILE_SIZE} pixels square, not {indices.shape}")
+        # One row holding every palette index, converted by Pillow as the tile would be
+        # (its palette and transparency come along with the crop).
+        strip = image.crop((0, 0, 256, 1))
+        strip.putdata(range(256))
+        colours = np.asarray(strip.convert("RGBA"))
+    return tiles.classify(colours, legend)[0][indices]
+
+
+def read_tile(empty: tiles.Reading, tile: Any, png: bytes | None, inside: Any) -> tiles.Reading:
+    """Return what one tile adds to a reading: a copy of empty with the tile added.
+
+    inside is the tile's mask as zones.Masks.packed keeps it (an eighth of its bools).
+    """
+    part = dataclasses.replace(empty, counts=dict(empty.counts), cells={})
+    part.add(tile, classes_of(png, part.legend), zones.unpack(inside))
+    part.missing += png is None
+    return part
+
+
+def merge(reading: tiles.Reading, part: tiles.Reading) -> None:
+    """Add a tile's reading (read_tile's answer) to the dataset's reading."""
+    reading.tiles += part.tiles
+    reading.missing += part.missing
+    for key, count in part.counts.items():
+        reading.counts[key] += count
+    for cell, rank in part.cells.items():
+        if rank > reading.cells.get(cell, 0):
+            reading.cells[cell] = rank
