@@ -100,7 +100,6 @@ class Cluster:
         self.slots = [Slot(k, f"{k}{i}", db_url, logs, env) for k in kinds for i in (1, 2)]
         self.kills: collections.Counter[str] = collections.Counter()
         self.timeline: list[tuple[float, str]] = []  # (wall clock, which kill)
-        self.db_fault: Callable[[], bool] = lambda: False  # is the database failing now?
         self.gave_up_logs: set[str] = set()  # the logs of the workers that gave_up()
         self.stopping = threading.Event()
         self.helpers: list[threading.Thread] = []
@@ -163,9 +162,14 @@ class Cluster:
             time.sleep(0.1)
 
     def gave_up(self, slot: Slot) -> bool:
-        """Tell whether a queue worker ended itself on a database error around a fault."""
+        """Tell whether a queue worker ended itself on a database error (not a crash).
+
+        During a fault longer than a lease, procrastinate's workers prune each other's rows
+        as stalled, and the pruned one stops at its next fetch: a supervisor restarts it.
+        """
         log = slot.child.log_path.read_bytes()
-        if slot.kind == "worker" and b"worker stopped by an error" in log and self.db_fault():
+        _, stopped, after = log.rpartition(b"worker stopped by an error")
+        if slot.kind == "worker" and stopped and b"ConnectorException" in after:
             with self.lock:
                 self.gave_up_logs.add(slot.child.log_path.name)
             return True

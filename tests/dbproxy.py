@@ -191,7 +191,6 @@ class Outages:
         self.proxy, self.rng, self.restart = proxy, rng, restart
         self.restart_share, self.gap = restart_share, gap
         self.windows: list[tuple[float, float, str]] = []
-        self.active = False
         self.errors: list[str] = []
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -213,11 +212,6 @@ class Outages:
         """When the database last came back at or before `at` (None: no fault before)."""
         return max((end for _, end, _ in self.windows if end <= at), default=None)
 
-    def near(self, within: float = 10.0) -> bool:
-        """Tell whether a fault is under way or ended less than `within` seconds ago."""
-        now = time.time()
-        return self.active or any(now - within <= end for _, end, _ in self.windows[-3:])
-
     def around(self, began: float, ended: float) -> list[str]:
         """The faults that overlap [began, ended], as text."""
         return [
@@ -229,7 +223,7 @@ class Outages:
             restart = self.restart is not None and self.rng.random() < self.restart_share
             kind = "restart" if restart else self.rng.choice(("cut", "refuse", "stall"))
             hold = self.rng.uniform(0.5, 3.0 if kind == "stall" else 5.0)
-            began, self.active = time.time(), True
+            began = time.time()
             try:
                 if kind == "restart":
                     self.restart()
@@ -245,4 +239,3 @@ class Outages:
             finally:
                 self.proxy.up()
             self.windows.append((began, time.time(), kind))
-            self.active = False
