@@ -42,7 +42,7 @@ FAILPOINTS = {
     "worker": ("after_running", "after_consume", "before_success", "before_refund"),
 }
 ARMED_SHARE = 0.5  # of restarted processes, how many come back with a failpoint
-START_TIMEOUT = 90.0
+START_TIMEOUT = 180.0  # a start on a busy machine (two cores, other work) is slow
 
 
 class Slot:
@@ -138,8 +138,7 @@ class Cluster:
             armed = None
             if self.rng.random() < ARMED_SHARE and not any(o.armed for o in self.others(slot)):
                 armed = self.rng.choice(FAILPOINTS[slot.kind])
-            deadline = time.monotonic() + START_TIMEOUT * 2
-            while time.monotonic() < deadline:  # as a supervisor would, with a pause
+            while not self.stopping.is_set():  # as a supervisor would, with a pause
                 try:
                     slot.start(armed)
                     return
@@ -147,7 +146,6 @@ class Cluster:
                     log(f"restart of {slot.name}: {exc}")
                     slot.stop(signal.SIGKILL)
                     time.sleep(0.5)
-            self.fault(f"{slot.name} could not be restarted")
 
     def watch(self) -> None:
         """Bring back the processes that died without the killer: at failpoints, or faults."""
@@ -246,9 +244,16 @@ class Cluster:
             thread.join(START_TIMEOUT * 3)
         for slot in self.slots:
             with slot.lock:
-                if slot.armed or not slot.alive() or not slot.ready:
+                tries = 0  # the database is steady now: a start fails for cause
+                while (slot.armed or not slot.alive() or not slot.ready) and tries < 3:
+                    tries += 1
                     slot.stop(signal.SIGKILL)
-                    slot.start(None)
+                    try:
+                        slot.start(None)
+                    except RuntimeError as exc:
+                        log(f"restart of {slot.name}: {exc}")
+                if not slot.ready:
+                    self.fault(f"{slot.name} could not be restarted after the faults")
 
     def stop(self) -> None:
         """Stop every process, whatever state the run is in."""
