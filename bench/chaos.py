@@ -1,14 +1,20 @@
-"""make chaos: a cluster killed over and over under paid work, and the books checked after.
+"""make chaos: a cluster killed, its database cut and crashed, and paid, and the books checked.
 
 Users submit, poll and submit again without a pause on the cluster of `chaos_cluster.py`
 (two web instances, two queue workers) while its killer SIGKILLs a random process at a
-random moment or lets one kill itself at a failpoint. Each settled page is checked
-against the ledger when it is read. At the end, with the killing stopped and every job
-left to settle, the whole database: every job settled, charged once if it succeeded,
-refunded exactly when charged if it failed, every balance the signup grant less the jobs
-that succeeded, every queue task ended with its job's outcome, no incident,
-`flask ledger-check` clean. The run stops at --kills kills or after --minutes, whichever
-comes first, and writes bench/CHAOS.md. Loopback only; every loop is bounded.
+random moment or lets one kill itself at a failpoint. Every process reaches the run's own
+PostgreSQL through tests/dbproxy.py, whose Outages cut, refuse or stall it, and now and
+then restart the server in immediate mode. Meanwhile tests/stripestorm.py buys packs
+through the checkout route and delivers Stripe's webhooks: re-delivered, raced, reordered,
+forged. Each settled page is checked against the ledger when it is read. At the end, with
+every fault stopped and every job left to settle, the whole database: every job settled
+within the bound of its last sign of life or the database's return, charged once if it
+succeeded, refunded exactly when charged if it failed; every paid session credited once
+and every refunded one reversed once; every balance its ledger, the signup grant less the
+jobs that succeeded plus the packs kept; no forged event credited; no incident open;
+every queue task ended with its job's outcome; `flask ledger-check` clean. A violation
+names the job or session, the faults around it and its ledger rows. The run stops when
+every target is met or after --minutes, and writes bench/CHAOS.md. Loopback only.
 
     .venv/bin/python -m bench.chaos --kills 1000 --minutes 40    # make chaos
 """
@@ -22,14 +28,20 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import requests
 
+from tests.dbproxy import DbProxy, Outages, Postgres
+from tests.stripestorm import Storm
+from tests.test_crash import ledger_check
+
 from .chaos_cluster import HEARTBEAT, LEASE, POLL, SIGNUP_POINTS, SWEEP, WORK, Cluster
-from .common import BIN, LOGS, ROOT, Database, User, log, parse_fragment, raise_fd_limit
+from .common import LOGS, ROOT, Database, User, log, parse_fragment, raise_fd_limit
 
 # A failed job is settled within a lease of its last sign of life, plus a poll, a sweep
 # interval and a process start: the same bound the cluster tests hold.
@@ -38,24 +50,42 @@ SETTLE_TIMEOUT = 120.0  # a page that has not settled by then is a violation
 QUIET_TIMEOUT = 60.0  # after the killing: every job and task ended by then
 
 
-class Target:
-    """Where a user's next request goes (bench's User reads .url)."""
-
-    def __init__(self, url: str):
-        self.url = url
-
-
 class Chaos:
-    """The users, the checks and the report around a Cluster."""
+    """The users, the faults, the checks and the report around a Cluster (close() after)."""
 
-    def __init__(self, db: Database, kills: int, minutes: float, users: int, seed: int):
-        self.db = db
-        self.kills_wanted = kills
+    def __init__(
+        self,
+        kills: int,
+        minutes: float,
+        users: int,
+        seed: int,
+        db_faults: int = 100,
+        restarts: int = 5,
+        deliveries: int = 2000,
+        buyers: int = 3,
+        timed: bool = True,
+    ):
+        self.wanted = {"kills": kills, "database cuts or stalls": db_faults}
+        self.wanted |= {"database restarts": restarts, "webhook deliveries": deliveries}
         self.minutes = minutes
-        self.n_users = users
+        self.timed = timed  # a settle past SETTLE_BOUND is a violation (else only counted)
+        self.late: list[str] = []
+        self.n_users, self.n_buyers = users, buyers
         self.seed = seed
         self.logs = LOGS / f"chaos-{os.getpid()}"
-        self.cluster = Cluster(db.url, self.logs, seed, self.violation)
+        self.pg = Postgres(Path(tempfile.mkdtemp(prefix="chaos-pg-")))
+        self.db = Database(self.pg.start(), patience=60)
+        self.proxy = DbProxy.to(self.db.url).start()
+        pause = 0.6 * minutes * 60 * buyers * 3 / max(deliveries, 1)  # ~3 deliveries a sale
+        self.storm = Storm(lambda: self.cluster.urls(), seed, self.violation, pause)
+        url = self.proxy.url(self.db.url)
+        self.cluster = Cluster(url, self.logs, seed, self.violation, self.storm.env)
+        # Paced to meet the targets in 60 % of the minutes: a fault or a sale now and then,
+        # so that most kills land between them, not on a start the database refuses.
+        gap = 0.6 * minutes * 60 / max(db_faults + restarts, 1)
+        share = min(0.2, 2 * restarts / max(db_faults, 1))
+        rng = random.Random(seed + 1)
+        self.outages = Outages(self.proxy, rng, self.pg.restart, share, (gap / 2, gap * 1.5))
         self.route = random.Random()  # which instance a request goes to
         self.stopping = threading.Event()
         self.violations: list[str] = []
@@ -63,11 +93,38 @@ class Chaos:
         self.served: collections.Counter[int] = collections.Counter()
         self.lock = threading.Lock()
 
+    def close(self) -> None:
+        """Stop the database, the proxy and the Stripe stand-in."""
+        self.proxy.close()
+        self.storm.close()
+        self.pg.stop()
+
     def violation(self, what: str) -> None:
         """Record a broken promise (and log it as it happens)."""
         log(f"VIOLATION: {what}")
         with self.lock:
             self.violations.append(what)
+
+    def explain(self, what: str, began: float, ended: float, where: str, key) -> str:
+        """what, with the faults within 5 s of [began, ended] and the ledger rows where=key."""
+        faults = self.outages.around(began - 5, ended + 5) + [
+            f"{name} {at:.1f}" for at, name in self.cluster.timeline if began - 5 <= at <= ended + 5
+        ]
+        rows = self.db.rows(
+            "SELECT id, kind, amount, job_id::text, checkout_session, refund_of,"
+            f" round(extract(epoch FROM created_at), 1) FROM point_ledger WHERE {where} = %s",
+            (key,),
+        )
+        return f"{what}; [{began:.1f}-{ended:.1f}] faults: {faults}; ledger: {rows}"
+
+    def explain_job(self, job_id: str, what: str) -> str:
+        began, ended = self.db.rows(
+            "SELECT extract(epoch FROM created_at)::float,"
+            " extract(epoch FROM coalesce(finalized_at, finished_at, now()))::float"
+            " FROM assessment_jobs WHERE id = %s",
+            (job_id,),
+        )[0]
+        return self.explain(what, began, ended, "job_id", job_id)
 
     # -- the users ----------------------------------------------------------------------
 
@@ -151,7 +208,12 @@ class Chaos:
             " FROM point_ledger WHERE job_id = %s",
             (job_id,),
         )[0]
+        if billing == "support" and self.db.scalar(
+            "SELECT count(*) FROM incidents WHERE job_id = %s AND resolved_at IS NULL", (job_id,)
+        ):
+            consumes = refunds = -1  # the ledger is for support to read: so the page says
         expected = {
+            ("failed", -1, -1): ("support", "contact support about your points"),
             ("succeeded", 1, 0): ("charged", None),
             ("failed", 1, 1): ("refunded", "Your point was refunded."),
             ("failed", 0, 0): ("not_charged", "No point was used."),
@@ -159,9 +221,11 @@ class Chaos:
         with self.lock:
             self.pages[(status, billing)] += 1
         if expected is None:
-            self.violation(f"job {job_id}: {status} with {consumes} consumes, {refunds} refunds")
+            what = f"job {job_id}: {status} with {consumes} consumes, {refunds} refunds"
+            self.violation(self.explain_job(job_id, what))
         elif billing != expected[0] or (expected[1] and expected[1] not in html):
-            self.violation(f"job {job_id}: the page says {billing}, the ledger {expected[0]}")
+            what = f"job {job_id}: the page says {billing}, the ledger {expected[0]}"
+            self.violation(self.explain_job(job_id, what))
 
     # -- the run ------------------------------------------------------------------------
 
@@ -177,40 +241,53 @@ class Chaos:
     def _run(self) -> dict:
         started = time.monotonic()
         self.cluster.start()
-        users = []
+        users, buyers = [], []
         for n in range(self.n_users):
-            user = User(Target(self.web()), f"chaos{n}@bench.example").signup()
+            user = User(SimpleNamespace(url=self.web()), f"chaos{n}@bench.example").signup()
             user_id = self.db.scalar("SELECT id FROM users WHERE email = %s", (user.email,))
             users.append(threading.Thread(target=self.serve, args=(user, user_id), daemon=True))
+            if n < self.n_buyers:  # the same user buys in a tab of its own
+                buyers.append((user.http, user.csrf(), user_id))
         for thread in users:
             thread.start()
-        log(f"cluster up in {time.monotonic() - started:.1f} s; killing")
+        self.storm.start(buyers)
+        self.outages.start()
+        log(f"cluster up in {time.monotonic() - started:.1f} s; killing, cutting and paying")
         chaos_started = time.monotonic()
         deadline = chaos_started + self.minutes * 60
         last_report = last_count = 0.0
-        total = 0
         while time.monotonic() < deadline:
             if time.monotonic() - last_count > 2:  # the failpoints' kills are read from logs
-                total, last_count = self.cluster.total_kills(), time.monotonic()
-            if total >= self.kills_wanted:
-                break
+                reached, last_count = self.reached(), time.monotonic()
+                if all(reached[k] >= n for k, n in self.wanted.items()):
+                    break
             if time.monotonic() - last_report > 30:
-                log(
-                    f"{total} kills, {sum(self.pages.values())} pages checked,"
-                    f" {len(self.violations)} violations"
-                )
+                pages = sum(self.pages.values())
+                log(f"{reached}, {pages} pages, {len(self.violations)} violations")
                 last_report = time.monotonic()
             self.cluster.kill_one()
             time.sleep(self.cluster.rng.uniform(0.05, 0.5))
         chaos_seconds = time.monotonic() - chaos_started
+        self.outages.stop()
         stopped_at = self.db.scalar("SELECT now()")
-        log("killing stopped; letting every job settle")
+        log("faults stopped; letting every job and payment settle")
         self.stopping.set()
+        self.storm.stop()
         for thread in users:
             thread.join(SETTLE_TIMEOUT + 70)
         self.cluster.calm()
         settled_in = self.wait_quiet()
         return self.report(chaos_seconds, stopped_at, settled_in)
+
+    def reached(self) -> dict[str, int]:
+        """How far the run is towards each target."""
+        faults = self.outages.counts()
+        return {
+            "kills": self.cluster.total_kills(),
+            "database cuts or stalls": faults["cut"] + faults["refuse"] + faults["stall"],
+            "database restarts": faults["restart"],
+            "webhook deliveries": self.storm.counts["deliveries"],
+        }
 
     def wait_quiet(self) -> float | None:
         """Wait until every job is settled and every queue task ended; how long it took."""
@@ -233,10 +310,10 @@ class Chaos:
         return None
 
     def books(self) -> list[str]:
-        """Check every job, task and balance against the ledger once all is quiet."""
+        """Check every job, task, sale, balance and incident against the ledger, all quiet."""
         wrong = []
         for job_id, status, finalized, consumes, refunds in self.db.rows(
-            "SELECT j.id, j.status, j.finalized_at IS NOT NULL,"
+            "SELECT j.id::text, j.status, j.finalized_at IS NOT NULL,"
             " count(l.id) FILTER (WHERE l.kind = 'consume'),"
             " count(l.id) FILTER (WHERE l.kind = 'refund')"
             " FROM assessment_jobs j LEFT JOIN point_ledger l ON l.job_id = j.id GROUP BY j.id"
@@ -245,82 +322,132 @@ class Chaos:
                 status == "failed" and finalized and consumes == refunds <= 1
             )
             if not fine:
-                wrong.append(f"job {job_id}: {status}, {consumes} consumes, {refunds} refunds")
+                what = f"job {job_id}: {status}, {consumes} consumes, {refunds} refunds"
+                wrong.append(self.explain_job(job_id, what))
         # One task per job, ended; a job that succeeded, a task that did. (A task of a job
         # settled before it ran does nothing and succeeds: no second outcome to compare.)
         for job_id, job, tasks in self.db.rows(
-            "SELECT j.id, j.status, array_agg(q.status::text) FILTER (WHERE q.id IS NOT NULL)"
-            " FROM assessment_jobs j"
+            "SELECT j.id::text, j.status,"
+            " array_agg(q.status::text) FILTER (WHERE q.id IS NOT NULL) FROM assessment_jobs j"
             " LEFT JOIN procrastinate_jobs q ON (q.args->>'job_id')::uuid = j.id GROUP BY j.id"
         ):
             if tasks is None or len(tasks) != 1 or (job == "succeeded" and tasks != ["succeeded"]):
-                wrong.append(f"job {job_id} {job}, its queue tasks {tasks}")
-        for email, balance, succeeded in self.db.rows(
-            "SELECT u.email, u.point_balance, count(j.id) FILTER (WHERE j.status = 'succeeded')"
-            " FROM users u LEFT JOIN assessment_jobs j ON j.user_id = u.id GROUP BY u.id"
+                wrong.append(self.explain_job(job_id, f"job {job_id} {job}, its tasks {tasks}"))
+        for sale, what in self.storm.books(self.sessions()):
+            end = (sale.ended or time.time()) if sale else time.time()
+            began = sale.began if sale else end  # a session never sold: no faults to show
+            wrong.append(
+                self.explain(what, began, end, "checkout_session", what.split()[1].strip(":"))
+            )
+        net = self.storm.net()
+        for user_id, email, balance, ledger, succeeded in self.db.rows(
+            "SELECT u.id, u.email, u.point_balance,"
+            " (SELECT sum(amount) FROM point_ledger l WHERE l.user_id = u.id),"
+            " (SELECT count(*) FROM assessment_jobs j"
+            "   WHERE j.user_id = u.id AND j.status = 'succeeded') FROM users u"
         ):
-            if balance != SIGNUP_POINTS - succeeded:
-                wrong.append(f"{email}: balance {balance}, {succeeded} jobs succeeded")
-        if incidents := self.db.scalar("SELECT count(*) FROM incidents"):
-            wrong.append(f"{incidents} incidents opened")
+            if not balance == ledger == SIGNUP_POINTS - succeeded + net[user_id] >= 0:
+                wrong.append(
+                    f"{email}: balance {balance}, ledger {ledger}; {succeeded} jobs succeeded,"
+                    f" {net[user_id]} points bought and kept"
+                )
+        for row in self.db.rows(
+            "SELECT id, code, job_id::text, payment_ref, detail FROM incidents"
+            " WHERE resolved_at IS NULL"
+        ):
+            wrong.append(f"incident open at the end: {row}")
         idle = [u for u in self.db.rows("SELECT id FROM users") if self.served[u[0]] == 0]
         if idle:
             wrong.append(f"{len(idle)} users never had a page checked")
-        check = subprocess.run(
-            [str(BIN / "flask"), "--app", "wsgi", "ledger-check"],
-            env={**os.environ, "DATABASE_URL": self.db.url, "SECRET_KEY": "x"},
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if check.returncode != 0:
+        if (check := ledger_check(self.db.url)).returncode != 0:
             wrong.append(f"ledger-check: {check.stdout.strip()} {check.stderr.strip()[-300:]}")
-        return wrong + self.cluster.log_faults()
+        return wrong + self.cluster.log_faults() + self.outages.errors
+
+    def sessions(self) -> list[tuple]:
+        """Every Checkout Session with its status and ledger rows, for Storm.books()."""
+        return self.db.rows(
+            "SELECT c.id, c.status, l.kind, l.amount FROM checkout_sessions c"
+            " LEFT JOIN point_ledger l ON l.checkout_session = c.id"
+        )
+
+    def settles(self, stopped_at) -> tuple[list[float], list[float]]:
+        """Each failed job's settle from its last sign of life or the database's return after.
+
+        Both lists sorted; the second holds only the settles timed from a return. A job
+        settled later than SETTLE_BOUND is a violation, with its faults and ledger.
+        """
+        settles, after_return = [], []
+        for job_id, last, finalized in self.db.rows(
+            "SELECT id::text, extract(epoch FROM coalesce(heartbeat_at, started_at, created_at)),"
+            " extract(epoch FROM finalized_at) FROM assessment_jobs"
+            " WHERE status = 'failed' AND finished_at < %s",
+            (stopped_at,),
+        ):
+            returned = self.outages.returned(float(finalized)) or 0.0
+            settle = float(finalized) - max(float(last), returned)
+            settles.append(settle)
+            if returned > float(last):
+                after_return.append(settle)
+            if settle > SETTLE_BOUND:
+                what = f"job {job_id} settled {settle:.2f} s after its last sign of life or"
+                self.late.append(self.explain_job(job_id, f"{what} the database's return"))
+                if self.timed:
+                    self.violation(self.late[-1])
+        return sorted(settles), sorted(after_return)
 
     def report(self, chaos_seconds: float, stopped_at, settled_in: float | None) -> dict:
-        """Check the books and gather the figures for CHAOS.md."""
+        """Check the books; the figures for CHAOS.md: its table's rows, then its lists."""
         for what in self.books():
             self.violation(what)
-        failpoints = self.cluster.failpoint_kills()
         outcomes = self.db.rows(
-            "SELECT status, coalesce(error_code, ''), count(*) FROM assessment_jobs"
+            "SELECT status, coalesce(error_code, '-'), count(*) FROM assessment_jobs"
             " GROUP BY 1, 2 ORDER BY 3 DESC"
         )
-        # From a failed job's last sign of life to its settling, for jobs that failed while
-        # the killing went on (after it, the instances restarting is no kill of a job).
-        settles = sorted(
-            float(row[0])
-            for row in self.db.rows(
-                "SELECT extract(epoch FROM"
-                " finalized_at - coalesce(heartbeat_at, started_at, created_at))"
-                " FROM assessment_jobs WHERE status = 'failed' AND finished_at < %s",
-                (stopped_at,),
-            )
-        )
-        if over := sum(1 for s in settles if s > SETTLE_BOUND):
-            self.violation(f"{over} failed jobs settled later than {SETTLE_BOUND} s")
-        return {
-            "seed": self.seed,
-            "minutes": round(chaos_seconds / 60, 1),
-            "kills": sum(self.cluster.kills.values()) + sum(failpoints.values()),
-            "kills_wanted": self.kills_wanted,
-            "kills_by_target": dict(self.cluster.kills.most_common()),
-            "kills_by_failpoint": dict(failpoints.most_common()),
-            "jobs": sum(n for *_, n in outcomes),
-            "outcomes": [list(r) for r in outcomes],
-            "pages_checked": sum(self.pages.values()),
-            "pages": {f"{s}/{b}": n for (s, b), n in self.pages.most_common()},
-            "failed_jobs": len(settles),
-            "slowest_settle_s": round(settles[-1], 2) if settles else None,
-            "settle_p99_s": round(settles[int(len(settles) * 0.99) - 1], 2)
-            if len(settles) >= 100
-            else None,
-            "settle_bound_s": SETTLE_BOUND,
-            "settled_after_stop_s": None if settled_in is None else round(settled_in, 2),
-            "tracebacks_in_logs": self.cluster.tracebacks(),
-            "violations": self.violations,
+        settles, after_return = self.settles(stopped_at)
+        ledger = dict(self.db.rows("SELECT kind, count(*) FROM point_ledger GROUP BY kind"))
+        out = {"reached": self.reached(), "wanted": self.wanted, "violations": self.violations}
+        out |= {"jobs": sum(n for *_, n in outcomes), "pages_checked": sum(self.pages.values())}
+        out |= {"credits": ledger.get("purchase", 0), "reversals": ledger.get("purchase_refund", 0)}
+        bound = f"s (bound {SETTLE_BOUND} s)"
+
+        def hooks(*keys: str) -> str:
+            return " / ".join(str(self.storm.counts[k]) for k in keys)
+
+        out["table"] = [
+            ("run", f"{chaos_seconds / 60:.1f} min, seed {self.seed}"),
+            *[(f"{k} (wanted {n})", out["reached"][k]) for k, n in self.wanted.items()],
+            ("database faults by kind", dict(self.outages.counts().most_common())),
+            ("trials: jobs run under the faults", out["jobs"]),
+            ("settled pages checked against the ledger", out["pages_checked"]),
+            ("failed jobs (refunded or never charged)", len(settles)),
+            ("slowest settle after a failed job's last sign of life",
+             f"{max(settles, default=0):.2f} {bound}"),
+            (f"slowest settle after the database returned ({len(after_return)} jobs)",
+             f"{max(after_return, default=0):.2f} {bound}"),
+            ("failed jobs settled later than the bound", len(self.late)),
+            ("every job and task ended after the faults stopped, in", f"{settled_in} s"),
+            ("sales (Checkout Sessions bought) / credits / reversals",
+             f"{len(self.storm.sales)} / {out['credits']} / {out['reversals']}"),
+            ("webhook deliveries: genuine / forged",
+             hooks("genuine deliveries", "forged deliveries")),
+            ("re-deliveries / concurrent duplicates / refunds before the payment",
+             hooks("re-deliveries", "concurrent duplicates", "refunds before the payment")),
+            ("answers the deliverer got, by status", dict(sorted(self.storm.answers.items()))),
+            ("5xx answers retried to success / never",
+             hooks("5xx answers retried to success", "5xx answers never retried to success")),
+            ("posts cut off, no answer (sent again)", hooks("posts cut off (no answer)")),
+            ("queue workers that ended on a database error in a fault (restarted)",
+             len(self.cluster.gave_up_logs)),
+            ("tracebacks in the logs (read them; not a verdict)", self.cluster.tracebacks()),
+            ("**invariant violations**", f"**{len(self.violations)}**"),
+        ]  # fmt: skip
+        failpoints = {f"{k} (failpoint)": n for k, n in self.cluster.failpoint_kills().items()}
+        out["kills by target"] = dict(self.cluster.kills.most_common()) | failpoints
+        out["jobs by outcome (status, error code)"] = {f"{s} {c}": n for s, c, n in outcomes}
+        out["pages as the users read them (status/billing)"] = {
+            f"{s}/{b}": n for (s, b), n in self.pages.most_common()
         }
+        return out
 
 
 def write_markdown(out: dict, path: Path) -> None:
@@ -328,74 +455,56 @@ def write_markdown(out: dict, path: Path) -> None:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
-    settle = f"{out['slowest_settle_s']} s (bound {out['settle_bound_s']} s)"
     lines = [
-        "# Chaos: kills under paid work",
+        "# Chaos: kills, database faults and payments under paid work",
         "",
         f"Written by `make chaos` (`python -m bench.chaos`) on {datetime.date.today()} at"
-        f" {commit}. Two web instances and two queue workers on one database; lease {LEASE} s,"
-        f" heartbeat {HEARTBEAT} s, poll {POLL} s, sweep {SWEEP} s, jobs of {WORK} s. The seed"
-        f" ({out['seed']}) fixes the kill schedule's choices, not its timing: no two runs are"
+        f" {commit}. Two web instances and two queue workers on one PostgreSQL of the run's"
+        f" own, reached through tests/dbproxy.py; lease {LEASE} s, heartbeat {HEARTBEAT} s,"
+        f" poll {POLL} s, sweep {SWEEP} s, jobs of {WORK} s. The seed fixes the choices of"
+        " the kills, the database faults and the sales, not their timing: no two runs are"
         " the same.",
         "",
         "| what | figure |",
         "|---|---|",
-        f"| kills | {out['kills']} of {out['kills_wanted']} wanted, in {out['minutes']} min |",
-        f"| trials: jobs run under the kills | {out['jobs']} |",
-        f"| settled pages checked against the ledger | {out['pages_checked']} |",
-        f"| failed jobs (refunded or never charged) | {out['failed_jobs']} |",
-        f"| slowest settle after a failed job's last sign of life | {settle} |",
-        f"| 99th percentile of those | {out['settle_p99_s']} s |",
-        f"| every job and task ended after the killing stopped, in | "
-        f"{out['settled_after_stop_s']} s |",
-        f"| tracebacks in the processes' logs (read them; not a verdict) | "
-        f"{out['tracebacks_in_logs']} |",
-        f"| **invariant violations** | **{len(out['violations'])}** |",
-        "",
-        "Kills by target (SIGKILL from the harness):",
-        "",
-        *[f"- {k}: {n}" for k, n in out["kills_by_target"].items()],
-        "",
-        "Kills by failpoint (the process SIGKILLed itself at that step):",
-        "",
-        *[f"- {k}: {n}" for k, n in out["kills_by_failpoint"].items()],
-        "",
-        "Jobs by outcome (status, error code, count):",
-        "",
-        *[f"- {s} {c or '-'}: {n}" for s, c, n in out["outcomes"]],
-        "",
-        "Pages as the users read them (status/billing):",
-        "",
-        *[f"- {k}: {n}" for k, n in out["pages"].items()],
-        "",
+        *[f"| {what} | {figure} |" for what, figure in out["table"]],
     ]
+    for title in ("kills by target", "jobs by outcome (status, error code)"):
+        lines += ["", f"{title.capitalize()}:", "", *[f"- {k}: {n}" for k, n in out[title].items()]]
+    title = "pages as the users read them (status/billing)"
+    lines += ["", f"{title.capitalize()}:", "", *[f"- {k}: {n}" for k, n in out[title].items()]]
     if out["violations"]:
-        shown = out["violations"][:50]
-        lines += ["Violations (the first 50):", "", *[f"- {v}" for v in shown], ""]
-    path.write_text("\n".join(lines))
+        lines += ["", "Violations (the first 50):", "", *[f"- {v}" for v in out["violations"][:50]]]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=1000)
+    parser.add_argument("--db-faults", type=int, default=100)
+    parser.add_argument("--restarts", type=int, default=5)
+    parser.add_argument("--deliveries", type=int, default=2000)
     parser.add_argument("--minutes", type=float, default=40.0)
     parser.add_argument("--users", type=int, default=8)
     parser.add_argument("--seed", type=int, default=random.SystemRandom().randrange(10**6))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "CHAOS.md")
     args = parser.parse_args()
     raise_fd_limit()
-    db = Database()
+    chaos = Chaos(
+        args.kills, args.minutes, args.users, args.seed, args.db_faults, args.restarts,
+        args.deliveries,
+    )  # fmt: skip
     try:
-        chaos = Chaos(db, args.kills, args.minutes, args.users, args.seed)
         out = chaos.run()
     finally:
-        db.close()
+        chaos.close()
     write_markdown(out, args.out)
     print(json.dumps(out, indent=2))
-    log(f"{out['kills']} kills, {len(out['violations'])} violations; wrote {args.out}")
+    log(f"{out['reached']}, {len(out['violations'])} violations; wrote {args.out}")
     if not out["violations"]:
         shutil.rmtree(chaos.logs, ignore_errors=True)
-    sys.exit(1 if out["violations"] or out["kills"] < args.kills else 0)
+    short = any(out["reached"][k] < n for k, n in out["wanted"].items())
+    sys.exit(1 if out["violations"] or short else 0)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,7 @@ import json
 import os
 import re
 import resource
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -19,9 +16,9 @@ from pathlib import Path
 import psycopg
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-LOGS = ROOT / "bench" / "logs"
+from tests import processes
+from tests.processes import BIN, LOGS, ROOT, free_port  # noqa: F401 - benchmarks import them here
+
 DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 # The environment of every benchmark server. Jobs run for an hour unless a benchmark says
@@ -62,12 +59,6 @@ def raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def server_url() -> str:
     """The PostgreSQL server to create the benchmark database on."""
     if url := os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL"):
@@ -82,11 +73,15 @@ def server_url() -> str:
 
 
 class Database:
-    """A fresh database `bench_<pid>` dropped by close(), or an existing one left alone."""
+    """A fresh database `bench_<pid>` dropped by close(), or an existing one left alone.
 
-    def __init__(self, existing: str | None = None) -> None:
+    With patience, a read that finds the server gone is tried again for that many seconds.
+    """
+
+    def __init__(self, existing: str | None = None, patience: float = 0) -> None:
         from sqlalchemy.engine import make_url
 
+        self.patience = patience
         self.created = existing is None
         if existing is not None:
             self.url = self.admin = existing
@@ -108,13 +103,18 @@ class Database:
         return psycopg.connect(self.url, autocommit=True)
 
     def scalar(self, sql: str, params: tuple | dict = ()):
-        with self.connect() as conn:
-            row = conn.execute(sql, params).fetchone()
-            return None if row is None else row[0]
+        return next(iter(self.rows(sql, params)), (None,))[0]
 
     def rows(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
-        with self.connect() as conn:
-            return conn.execute(sql, params).fetchall()
+        deadline = time.monotonic() + self.patience
+        while True:
+            try:
+                with self.connect() as conn:
+                    return conn.execute(sql, params).fetchall()
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def truncate(self) -> None:
         """Empty the product's tables between benchmarks (before the first server: no-op)."""
@@ -133,146 +133,12 @@ class Database:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
-class Process:
-    """A child process whose output goes to its log file."""
-
-    log_path: Path
-    env: dict[str, str]
-    proc: subprocess.Popen | None = None
-
-    def spawn(self, argv: list[str], cwd: Path = ROOT) -> None:
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            argv, cwd=cwd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-        """Send sig, SIGKILL after timeout, wait for the exit and close the log."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.log.close()
+class Server(processes.Server):
+    defaults = SERVER_ENV
 
 
-class Worker(Process):
-    """`flask --app wsgi worker`: a queue worker (JOB_EXECUTOR=procrastinate) on a database."""
-
-    defaults = SERVER_ENV  # the environment under the caller's (tests/live.py: its own)
-    start_timeout: float = 60
-
-    def __init__(self, database_url: str, log_path: Path, **env: str):
-        self.env = {
-            **os.environ,
-            **self.defaults,
-            "JOB_EXECUTOR": "procrastinate",
-            **env,
-            "DATABASE_URL": database_url,
-            "PYTHONPATH": str(ROOT),
-        }
-        self.log_path = log_path
-        self.proc = None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def start(self, timeout: float | None = None) -> "Worker":
-        """Start the worker and wait until procrastinate says it is taking jobs."""
-        self.spawn([str(BIN / "flask"), "--app", "wsgi", "worker"])
-        timeout = timeout or self.start_timeout
-        deadline = time.monotonic() + timeout
-        while b"Starting worker on" not in self.log_path.read_bytes():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the worker exited; see {self.log_path}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"worker not ready after {timeout} s; see {self.log_path}")
-            time.sleep(0.05)
-        return self
-
-    def __enter__(self) -> "Worker":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-class Server(Process):
-    """gunicorn -c gunicorn.conf.py MODULE on a free port: one gthread worker, no control socket.
-
-    The project's gunicorn.conf.py is used as it is: its on_starting migrates the
-    database that DATABASE_URL names, its worker_exit settles jobs on SIGTERM. The log
-    goes to bench/logs/<name>.log unless log_path says otherwise.
-    """
-
-    defaults = SERVER_ENV  # the environment under the caller's (tests/live.py: its own)
-    start_timeout: float = 60
-
-    def __init__(
-        self,
-        database_url: str | None,
-        name: str,
-        module: str = "bench.benchapp:app",
-        conf: bool = True,
-        args: tuple[str, ...] = (),
-        *,
-        port: int | None = None,
-        log_path: Path | None = None,
-        **env: str,
-    ):
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **self.defaults, **env, "PORT": str(self.port)}
-        if database_url:
-            self.env["DATABASE_URL"] = database_url
-        self.env["PYTHONPATH"] = str(ROOT)
-        # gunicorn reads ./gunicorn.conf.py by itself: a server without the project's
-        # settings runs in bench/, where there is none.
-        self.cwd = ROOT if conf else ROOT / "bench"
-        if conf:
-            self.argv = [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", *args, module]
-        else:
-            self.argv = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{self.port}", *args, module]
-        self.log_path = log_path or LOGS / f"{name}.log"
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout: float | None = None) -> "Server":
-        self.spawn(self.argv, self.cwd)
-        self.wait_ready(timeout)
-        return self
-
-    def wait_ready(self, timeout: float | None = None, not_pid: int | None = None) -> int:
-        """Wait until a worker answers /healthz (a new one, if not_pid is given)."""
-        timeout = timeout or self.start_timeout
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gunicorn exited; see {self.log_path}")
-            try:
-                pid = requests.get(self.url + "/healthz", timeout=1).json()["pid"]
-                if pid != not_pid:
-                    return pid
-            except (requests.RequestException, ValueError):
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"server not ready after {timeout} s; see {self.log_path}")
-
-    def health(self) -> dict:
-        return requests.get(self.url + "/healthz", timeout=5).json()
-
-    def worker_pid(self) -> int:
-        return self.health()["pid"]
-
-    def __enter__(self) -> "Server":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+class Worker(processes.Worker):
+    defaults = SERVER_ENV
 
 
 class User:

@@ -42,25 +42,6 @@ HEARTBEAT = 1.0
 POLL = 0.5
 
 
-def _proxy_url(db: Database, proxy: DbProxy) -> str:
-    from sqlalchemy.engine import make_url
-
-    return (
-        make_url(db.url)
-        .set(host="127.0.0.1", port=proxy.port, query={})
-        .render_as_string(hide_password=False)
-    )
-
-
-def _target(db: Database) -> DbProxy:
-    from sqlalchemy.engine import make_url
-
-    url = make_url(db.url)
-    if url.host:
-        return DbProxy(url.host, url.port or 5432)
-    return DbProxy(unix_path=f"{url.query['host']}/.s.PGSQL.{url.port or 5432}")
-
-
 class Watcher(threading.Thread):
     """A browser tab polling one job's fragment every POLL seconds from t0 until settled."""
 
@@ -99,9 +80,9 @@ class Watcher(threading.Thread):
 
 def trial(db: Database, n_jobs: int, down_s: float, work_s: float, tag: str) -> dict:
     db.truncate()
-    proxy = _target(db).start()
+    proxy = DbProxy.to(db.url).start()
     server = Server(
-        _proxy_url(db, proxy),
+        proxy.url(db.url),
         f"outage-{tag}",
         JOB_LEASE_SECONDS=str(LEASE),
         JOB_HEARTBEAT_SECONDS=str(HEARTBEAT),

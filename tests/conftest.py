@@ -372,11 +372,7 @@ def db_proxy(database_url):
     """A proxy in front of the test database."""
     from tests.dbproxy import DbProxy
 
-    url = make_url(database_url)
-    if url.host:
-        proxy = DbProxy(url.host, url.port or 5432)
-    else:  # the embedded server listens on a unix socket only
-        proxy = DbProxy(unix_path=f"{url.query['host']}/.s.PGSQL.{url.port or 5432}")
+    proxy = DbProxy.to(database_url)
     yield proxy.start()
     proxy.close()
 
@@ -387,9 +383,7 @@ def proxied_live(database_url, db_proxy, tmp_path):
     from tests.live import Server
 
     truncate(database_url)
-    through = make_url(database_url).set(host="127.0.0.1", port=db_proxy.port, query={})
-    url = through.render_as_string(hide_password=False)
-    with processes(Server, url, tmp_path, "gunicorn") as start:
+    with processes(Server, db_proxy.url(database_url), tmp_path, "gunicorn") as start:
         yield start
 
 

@@ -1,7 +1,7 @@
 """The live processes of the tests: real gunicorn servers and queue workers, fast settings.
 
-They are bench/common.py's Server and Worker (one way to start, wait for and stop a child
-process) with the tests' own environment: short leases, heartbeats and work.
+They are tests/processes.py's Server and Worker (one way to start, wait for and stop a
+child process) with the tests' own environment: short leases, heartbeats and work.
 """
 
 import os
@@ -12,6 +12,7 @@ from pathlib import Path
 import requests
 
 from bench import common
+from tests import processes
 
 FAST = {
     "JOB_LEASE_SECONDS": "2",
@@ -30,7 +31,7 @@ FAST = {
 }
 
 
-class Server(common.Server):
+class Server(processes.Server):
     """gunicorn -c gunicorn.conf.py wsgi:app on a free port, against the test database."""
 
     defaults = FAST
@@ -93,7 +94,7 @@ class User:
         return (*common.parse_fragment(html), html)
 
 
-class Worker(common.Worker):
+class Worker(processes.Worker):
     """flask --app wsgi worker: a procrastinate worker process against the test database."""
 
     defaults = FAST

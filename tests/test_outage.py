@@ -355,3 +355,33 @@ def test_each_role_of_connection_has_its_time_limits(make_app):
 
     shown_by_queue = off_the_main_thread(lambda: asyncio.run(queue_connection()))
     assert shown_by_queue == ("1", ("1min", "10s"))
+
+
+def test_a_connection_lost_after_the_answer_is_made_does_not_turn_it_into_a_500(
+    make_app, db_proxy, database_url, sql
+):
+    """make chaos found it: the request's closing ROLLBACK failed and the started job's
+    submit was answered 500, "nothing was charged"."""
+    from tests.conftest import Actions, _sa
+
+    app = make_app(SQLALCHEMY_DATABASE_URI=_sa(db_proxy.url(database_url)))
+    cutting = []
+
+    @app.after_request
+    def cut_every_connection(response):  # the view is done; the request is not
+        if cutting:
+            db_proxy.down()
+            db_proxy.up()
+        return response
+
+    client = app.test_client()
+    actions = Actions(client)
+    actions.signup()
+    token = actions.token("/assessments/new")
+    cutting.append(True)
+    response = actions.submit(token=token)
+
+    assert response.status_code == 303
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
+    cutting.clear()
+    assert client.get("/account").status_code == 200  # the lost connection was let go

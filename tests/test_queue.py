@@ -255,3 +255,30 @@ def test_a_shutdown_during_the_start_sends_the_task_back_uncharged(make_app, sql
     assert sql("SELECT status, error_code FROM assessment_jobs") == [("pending", None)]
     assert sql("SELECT count(*) FROM point_ledger WHERE job_id IS NOT NULL") == [(0,)]
     assert sql("SELECT point_balance FROM users") == [(3,)]
+
+
+def test_a_database_blip_as_the_task_ends_still_records_its_job_succeeded(
+    make_app, sql, db_proxy, database_url
+):
+    """make chaos found it: the task's last read of its job failed, so the queue recorded
+    the task of a job that had succeeded as failed."""
+    from tests.conftest import _sa
+
+    uri = _sa(db_proxy.url(database_url))
+    app, client, actions = signed_in(make_app, SQLALCHEMY_DATABASE_URI=uri, **QUEUE)
+    job_id = job_id_from(actions.submit())
+    ended = []
+
+    def task():
+        with failpoints.on_this_thread("before_task_outcome=sleep:1"):
+            procrastinate_executor.run_task(app, str(job_id))  # raises if not succeeded
+        ended.append(True)
+
+    thread = threading.Thread(target=task)
+    thread.start()
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    db_proxy.down()  # gone while the task reads its job's outcome
+    threading.Timer(1.5, db_proxy.up).start()
+    thread.join(10)
+
+    assert ended == [True]

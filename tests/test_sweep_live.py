@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import BIN, ROOT, free_port
 from tests.conftest import wait_for
 from tests.live import FAST, User
+from tests.processes import BIN, ROOT, free_port
 from tests.test_crash import ledger_check, only_job
 from tests.test_sweep import settled_and_refunded
 

@@ -11,6 +11,7 @@ only a task taken while its worker stops goes back to the queue, never started.
 
 import json
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -20,7 +21,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import namedtuple_row
 from sqlalchemy.engine import make_url
 
-from ..database import limits
+from ..database import dbretry, limits
 from ..extensions import db
 from ..operations import failpoints
 from . import pipeline, transitions
@@ -29,6 +30,7 @@ from .runner import Runner, RunnerBusy
 log = logging.getLogger(__name__)
 
 TASK_NAME = "assess"
+OUTCOME_PATIENCE_SECONDS = 60.0  # how long a task waits for the database to read its outcome
 QUEUE = "assessments"
 # pg_advisory_xact_lock key held by a submit from its count to its commit ("HZPT").
 ADMISSION_LOCK = 0x485A5054
@@ -132,7 +134,12 @@ def run_task(app: Flask, job_id: str) -> None:
             # pipeline.run moves it pending -> running only if it is still pending: a
             # task whose row was reaped or settled meanwhile does nothing.
             pipeline.run(job, stop)
-        status = transitions.status_of(job)
+        failpoints.hit("before_task_outcome")
+        # The job has ended; the task's outcome is its row's. A database blip here must
+        # not record a succeeded job's task failed: the read is waited out a while.
+        status = dbretry.retry(
+            lambda: transitions.status_of(job), until=time.monotonic() + OUTCOME_PATIENCE_SECONDS
+        )
     if status == "pending" and stop.is_set():
         # The stop came before the start could charge it (read under the row's lock):
         # never started, it goes back to the queue like a task taken during the stop.

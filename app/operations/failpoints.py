@@ -25,6 +25,7 @@ NAMES = frozenset(
         "before_refund",
         "consume_lookup",
         "before_credit_commit",  # a purchase's credit written, not yet committed
+        "before_task_outcome",  # a queue task's job has ended; its outcome not yet read
     }
 )
 
