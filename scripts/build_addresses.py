@@ -47,15 +47,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.assessment.place import outlines, postal  # noqa: E402
+from app.assessment.place.addresses import town_key  # noqa: E402
 from app.assessment.place.gazetteer import gazetteer  # noqa: E402
 
 OUT = ROOT / "app" / "assessment" / "place" / "data" / "addresses.zip"
 SOURCE = {
     "dataset": "Geolonia 住所データ (japanese-addresses), api/ja/{都道府県}/{市区町村}.json",
     "publisher": "Geolonia Inc., https://github.com/geolonia/japanese-addresses",
-    "based_on": (
-        "国土交通省 位置参照情報（大字・町丁目レベル）; 日本郵便 郵便番号データ"
-    ),
+    "based_on": ("国土交通省 位置参照情報（大字・町丁目レベル）; 日本郵便 郵便番号データ"),
     "licence": "CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/)",
     "credit_ja": "「Geolonia 住所データ」（株式会社Geolonia、CC BY 4.0）を加工して作成",
     "credit_en": "Addresses: Geolonia address data (Geolonia Inc., CC BY 4.0), processed",
@@ -67,19 +66,31 @@ def git(repo: str, *args: str) -> bytes:
 
 
 def unit_codes() -> tuple[dict[tuple[str, str], str], dict[str, list[str]]]:
-    """Return (prefecture, name) -> code5 for every unit, and each former unit's successors."""
+    """Return (prefecture, name key) -> code5 for every unit, and each former unit's successors.
+
+    Names are compared by their keys (town_key: 外ケ浜町 and 外ヶ浜町, 須恵町 and 須惠町 meet).
+    """
     gaz = gazetteer()
     names: dict[tuple[str, str], str] = {}
     for area in gaz.areas:
-        names[area.prefecture_ja, area.name_ja] = area.code5
+        names[area.prefecture_ja, town_key(area.name_ja)] = area.code5
     for municipality in postal.municipalities():  # Japan Post writes 比企郡川島町
         if municipality.code5 in gaz.by_code5:
-            names.setdefault((municipality.prefecture, municipality.name), municipality.code5)
+            key = (municipality.prefecture, town_key(municipality.name))
+            names.setdefault(key, municipality.code5)
     successors = {}
     for code5, former in gaz.former.items():
-        names[former.area.prefecture_ja, former.area.name_ja] = code5
+        names[former.area.prefecture_ja, town_key(former.area.name_ja)] = code5
         successors[code5] = [code[:5] for code in former.change.new_codes]
     return names, successors
+
+
+def unit_of(names: dict[tuple[str, str], str], pref: str, city: str) -> str | None:
+    """Return the code of the source's municipality (its district, 郡, may be left out)."""
+    code5 = names.get((pref, town_key(city)))
+    if code5 is None and "郡" in city:
+        code5 = names.get((pref, town_key(city.split("郡", 1)[1])))
+    return code5
 
 
 def postal_towns() -> dict[str, set[str]]:
@@ -182,7 +193,7 @@ def main() -> None:
     unmatched, moved = [], {}
     for pref, cities in prefectures.items():
         for city in cities:
-            code5 = names.get((pref, city))
+            code5 = unit_of(names, pref, city)
             if code5 is None:
                 unmatched.append(f"{pref}{city}")
                 continue

@@ -14,6 +14,7 @@ extensions, models); never app.points, app.jobs or app.web.
 from .errors import ProviderError, Stopped
 from .place.area import Area
 from .place.resolver import PlaceAmbiguous, PlaceNotFound, PlaceSuperseded, resolve_place
+from .sources.gsi_address import place_address
 from .sources.providers import LayerProvider, make_provider
 from .work import run_assessment
 
@@ -26,6 +27,7 @@ __all__ = [
     "ProviderError",
     "Stopped",
     "make_provider",
+    "place_address",
     "resolve_place",
     "run_assessment",
 ]

@@ -16,6 +16,7 @@ the text, its 丁目 given as "1丁目", "一丁目", "1-" or a bare "1" at the 
 import difflib
 import functools
 import json
+import math
 import re
 import threading
 import unicodedata
@@ -33,6 +34,7 @@ from .keys import hiragana
 MIN_RADIUS_M = 500.0
 MAX_RADIUS_M = 4000.0
 MAX_CANDIDATES = 12
+METRES_PER_DEGREE_LAT = 111_320.0
 
 # Old and variant forms of kanji met in place names, each to the form the data uses.
 _VARIANTS = str.maketrans(
@@ -185,6 +187,18 @@ def _rest(typed: str, consumed_key_length: int) -> str:
         if len(key) >= consumed_key_length:
             return typed[end:].strip(" 　,、-")
     return ""
+
+
+def nearest(code5: str, lat: float, lon: float) -> Street | None:
+    """Return the 町丁目 whose point is nearest, if the point is within its circle."""
+    k = math.cos(math.radians(lat))
+    distances = (
+        (math.hypot(e.street.lat - lat, (e.street.lon - lon) * k), e.street) for e in streets(code5)
+    )
+    best = min(distances, default=None, key=lambda pair: pair[0])
+    if best is None or best[0] * METRES_PER_DEGREE_LAT > best[1].radius_m:
+        return None
+    return best[1]
 
 
 def suggest(codes: list[str], text: str, limit: int = 5) -> list[Street]:

@@ -94,6 +94,10 @@ Index = dict[str, list[Area]]
 def query_for(area: Area) -> str:
     """Return words that name exactly this area (its prefecture and name in kanji)."""
     # Every area of the gazetteer resolves back to itself this way (tests/test_ux.py).
+    if area.address and area.address["precision"] == "point":
+        return f"{area.lat:.5f},{area.lon:.5f}"
+    if area.address:  # a 町丁目 with the 番地 typed, as the choice was offered
+        return area.address["matched"] + (area.address.get("banchi") or "")
     return f"{area.prefecture_ja}{area.name_ja}"
 
 
@@ -113,8 +117,8 @@ def resolve_place(query: str) -> Area:
         area = _by_postal_code(text, code)
     else:
         area = _by_text(text)
-    if area.address and area.address["input"] != text:  # a street after a postal code
-        area = dataclasses.replace(area, address={**area.address, "input": text})
+    if area.address and area.address["input"] != query.strip():  # as typed, for the record
+        area = dataclasses.replace(area, address={**area.address, "input": query.strip()})
     return area
 
 
@@ -154,6 +158,7 @@ def _by_point(lat: float, lon: float, typed: str = "") -> Area:
             )
         found, approximate = [gaz.by_code5[near[0][1]]], True
     unit = found[0]
+    street = addresses.nearest(unit.code5, lat, lon)
     return dataclasses.replace(
         unit,
         code=f"{unit.code}@{lat:.5f},{lon:.5f}",
@@ -165,10 +170,13 @@ def _by_point(lat: float, lon: float, typed: str = "") -> Area:
         location_basis=unit.name_ja if approximate else "",
         address={
             "input": typed,
-            "matched": f"{unit.prefecture_ja}{unit.name_ja}",
+            # The 町丁目 the point lies in, by the nearest representative point: a name
+            # a reader knows ("丸の内一丁目"), where the point is within its circle.
+            "matched": f"{unit.prefecture_ja}{unit.name_ja}{street.name if street else ''}",
             "precision": "point",
             "banchi": "",
-            "source": "",
+            "source": "geolonia" if street else "",
+            "as_of": addresses.meta()["snapshot"] if street else "",
         },
     )
 
@@ -406,6 +414,7 @@ def _street_area(street: addresses.Street, typed: str, rest: str) -> Area:
             "precision": "chome",
             "banchi": rest,
             "source": "geolonia",
+            "as_of": addresses.meta()["snapshot"],
         },
     )
 
