@@ -44,8 +44,10 @@ Romaji words must be plain: "S.a.p.p.o.r.o", "sap/poro" or "Sapporo-----" match 
 error suggests Sapporo), because reading through punctuation would accept anything at all.
 """
 
+import bisect
 import dataclasses
 import difflib
+import functools
 import math
 import re
 import unicodedata
@@ -333,18 +335,27 @@ def _street_part(text: str, tail: int) -> str:
     """
     source = PART_SEPARATOR.sub(" ", text)
     target = len(ja_key(source)) - tail
-    for start in range(len(source) + 1):
-        if len(ja_key(source[:start])) >= target:
-            street = source[start:].strip(" 　")
-            return "" if not street or street[0].isdigit() or street[0] in "-‐−ー" else street
-    return ""
+    # The shortest start whose key is the name's: keys grow with the text, so bisect.
+    start = bisect.bisect_left(
+        range(len(source) + 1), target, key=lambda i: len(ja_key(source[:i]))
+    )
+    street = source[start:].strip(" 　")
+    return "" if not street or street[0].isdigit() or street[0] in "-‐−ー" else street
 
 
 def _street_codes(gaz: Gazetteer, area: Area) -> list[str]:
     """Return the units whose streets an address in area is looked up in."""
     if area.code5 in gaz.former:  # an old ward's address (浜松市中区元城町): what it became
         return [unit.code5 for unit in gaz.former[area.code5].successors]
-    wards = [
+    return _wards(area.code5) or [area.code5]  # a designated city: every ward's streets
+
+
+@functools.cache
+def _wards(code5: str) -> list[str]:
+    """Return the wards of a designated city (none for any other unit)."""
+    gaz = gazetteer()
+    area = gaz.by_code5[code5]
+    return [
         ward.code5
         for ward in gaz.areas
         if gaz.is_ward(ward)
@@ -352,7 +363,6 @@ def _street_codes(gaz: Gazetteer, area: Area) -> list[str]:
         and ward.name_ja.startswith(area.name_ja)
         and ward.name_ja != area.name_ja
     ]
-    return wards or [area.code5]  # a designated city: every ward's streets
 
 
 def _by_street(text: str, areas: list[Area], street: str) -> Area:
