@@ -56,6 +56,8 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "ZONE_PROCESSES": (int, None),
     "PROVIDER_PROBE_SECONDS": (float, 3),
     "SHARED_LAYER_CACHE": (str, "auto"),
+    # With real providers, an address is placed to its 番地 by GSI's address search.
+    "GSI_ADDRESS_SEARCH_URL": (str, "https://msearch.gsi.go.jp/address-search/AddressSearch"),
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),
     # How often stale jobs of all users are reaped and refunded; unset: JOB_LEASE_SECONDS.

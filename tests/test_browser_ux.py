@@ -155,3 +155,36 @@ def test_a_japanese_report_prints_in_japanese_from_the_english_interface(page, l
     printed = page.locator("body").inner_text()
     assert "You asked for" not in printed and "All assessments" not in printed
     assert violations == []
+
+
+def test_an_address_report_and_the_history_fit_a_phone(browser, live):
+    # Issue 34: on a 390 px phone the history's score cell ran past the card ("80/100 · 津").
+    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+    page = browser.new_page(viewport=PHONE)
+    violations = watch_csp(page)
+    to_japanese(page, server)
+    page.goto(server.url + "/signup")
+    page.locator("#email").fill("flat@example.com")
+    page.locator("#password").fill("correct horse")
+    page.locator("form button[type=submit]:not(.link)").click()
+    page.wait_for_url(server.url + "/")
+    for query in ("35.6950, 139.7600", "東京都千代田区丸の内1-9-1"):
+        page.goto(server.url + "/assessments/new")
+        page.locator("#query").fill(query)
+        page.locator("form[novalidate] button[type=submit]").click()
+        page.wait_for_url(JOB_PAGE)
+        page.wait_for_selector("#report .report")
+    title = page.locator("#report-title").inner_text()
+    assert "東京都千代田区丸の内一丁目付近（半径550m）" in title
+    assert "町丁目の代表点に配置しました" in page.locator(".report-spot").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    check_a11y(page)
+    page.goto(server.url + "/assessments")
+    assert page.locator("[data-typed]").count() == 2
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert page.eval_on_selector_all(
+        ".history-headline", "els => els.every(el => el.scrollWidth <= el.clientWidth)"
+    )
+    check_a11y(page)
+    shot(page, "history-spots-ja-phone")
+    assert violations == []

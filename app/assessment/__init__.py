@@ -24,6 +24,7 @@ _EXPORTS = {
     "PlaceNotFound": ".place.resolver",
     "PlaceSuperseded": ".place.resolver",
     "resolve_place": ".place.resolver",
+    "place_address": ".sources.gsi_address",
     "LayerProvider": ".sources.providers",
     "make_provider": ".sources.providers",
     "run_assessment": ".work",
@@ -45,6 +46,7 @@ __all__ = [
     "ProviderError",
     "Stopped",
     "make_provider",
+    "place_address",
     "resolve_place",
     "run_assessment",
 ]

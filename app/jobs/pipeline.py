@@ -7,7 +7,14 @@ import uuid
 
 from flask import current_app
 
-from ..assessment import Area, ProviderError, Stopped, resolve_place, run_assessment
+from ..assessment import (
+    Area,
+    ProviderError,
+    Stopped,
+    place_address,
+    resolve_place,
+    run_assessment,
+)
 from ..database import dbretry
 from ..operations import failpoints
 from ..points import ledger
@@ -39,8 +46,12 @@ def submit(
     name the area's code: it then confirms that area only, not another typed in its place.
     """
     area = resolve_place(query)
+    # The confirmation names the area the form previewed: before GSI moves it to its 番地.
     confirmed = confirmed is True or confirmed == area.code
-    if not confirmed and (reports := views.finished_reports(user_id, area.code)):
+    if area.address and not current_app.extensions["layer_provider"].is_demo:
+        url = current_app.config["GSI_ADDRESS_SEARCH_URL"]
+        area = place_address(area, url, current_app.extensions["layer_cache"])
+    if not confirmed and (reports := views.finished_reports(user_id, area)):
         same = next((r for r in reports if r.lang == lang), reports[0])
         raise AlreadyReported(same.id, same.lang)
     executor: Executor = current_app.extensions["executor"]

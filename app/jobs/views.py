@@ -264,15 +264,32 @@ def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
     ).scalar_one_or_none()
 
 
-def finished_reports(user_id: int, area_code: str) -> list[Any]:
-    """Return the user's kept reports of an area (id, lang), newest first."""
+SAME_SPOT_M = 100.0  # two spots this close are read alike: their circles all but coincide
+
+
+def finished_reports(user_id: int, area: Any) -> list[Any]:
+    """Return the user's kept reports of an area (id, lang), newest first.
+
+    A municipality is the same place by its code; a spot (a point or an address) is by
+    distance, whatever its code says: two points SAME_SPOT_M apart in one ward are one
+    spot, and a point and a municipality never are.
+    """
+    if not getattr(area, "radius_m", 0):
+        where, params = "area->>'code' = :code", {"code": area.code}
+    else:
+        where = (
+            "coalesce((area->>'radius_m')::float, 0) > 0 AND :m >= 111320 * sqrt("
+            "power((area->>'lat')::float - :lat, 2)"
+            " + power(((area->>'lon')::float - :lon) * cos(radians(:lat)), 2))"
+        )
+        params = {"lat": area.lat, "lon": area.lon, "m": SAME_SPOT_M}
     return db.session.execute(
         text(
             "SELECT id, lang FROM assessment_jobs"
             " WHERE user_id = :u AND status = 'succeeded' AND result IS NOT NULL"
-            " AND area->>'code' = :code ORDER BY finished_at DESC"
+            f" AND {where} ORDER BY finished_at DESC"
         ),
-        {"u": user_id, "code": area_code},
+        {"u": user_id, **params},
     ).all()
 
 

@@ -93,10 +93,30 @@ def _get(area: Any, key: str) -> str:
 
 
 def place_label(area: Any) -> str:
-    """Name a municipality with its prefecture, in the interface's language.
+    """Name a place with its prefecture, in the interface's language.
 
     "東京都府中市" in Japanese, "Fuchu, Tokyo" in English: names repeat across prefectures.
+    A spot (an address or a point) is named by its 町丁目 where one is known:
+    "東京都千代田区丸の内一丁目", "丸の内一丁目, Chiyoda-ku, Tokyo" (the data has no romaji).
     """
+    unit = _get(area, "prefecture_ja") + _get(area, "name_ja")
+    street = spot_street(area)
+    if language() == "ja":
+        return unit + street
+    return f"{street}, {municipality_label(area)}" if street else municipality_label(area)
+
+
+def spot_street(area: Any) -> str:
+    """Return the 町丁目 a spot was placed at or lies in ("丸の内一丁目"), else ""."""
+    address = area.get("address") if isinstance(area, Mapping) else getattr(area, "address", None)
+    if not address:
+        return ""
+    unit = _get(area, "prefecture_ja") + _get(area, "name_ja")
+    return str(address.get("matched") or "").removeprefix(unit)
+
+
+def municipality_label(area: Any) -> str:
+    """Name the municipality alone, in the interface's language."""
     if language() == "ja":
         return _get(area, "prefecture_ja") + _get(area, "name_ja")
     # A city is known by its name alone in English ("Fuchu"); wards, towns and villages

@@ -33,6 +33,10 @@ class Area:
     # A point's report: the circle of this radius around (lat, lon), in the unit named
     # by the fields above (its code then carries the point: "131016@35.68120,139.76710").
     radius_m: float = field(default=0.0, compare=False)
+    # What was typed and what it was placed at, for a point or a street address (None for a
+    # municipality): {"input", "matched", "precision": "point" | "chome" | "banchi",
+    # "banchi": the 番地・号 typed after the 町丁目, "source": who placed it}.
+    address: dict[str, str] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the area as JSON-safe values."""

@@ -44,8 +44,10 @@ Romaji words must be plain: "S.a.p.p.o.r.o", "sap/poro" or "Sapporo-----" match 
 error suggests Sapporo), because reading through punctuation would accept anything at all.
 """
 
+import bisect
 import dataclasses
 import difflib
+import functools
 import math
 import re
 import unicodedata
@@ -60,7 +62,7 @@ from ..errors import (
     PlaceNotFound,
     PlaceSuperseded,
 )
-from . import outlines, postal
+from . import addresses, outlines, postal
 from .area import Area, tiles_around
 from .gazetteer import Gazetteer, Prefecture, check_digit, gazetteer
 from .keys import is_romaji, ja_key, romaji_key
@@ -94,6 +96,10 @@ Index = dict[str, list[Area]]
 def query_for(area: Area) -> str:
     """Return words that name exactly this area (its prefecture and name in kanji)."""
     # Every area of the gazetteer resolves back to itself this way (tests/test_ux.py).
+    if area.address and area.address["precision"] == "point":
+        return f"{area.lat:.5f},{area.lon:.5f}"
+    if area.address:  # a 町丁目 with the 番地 typed, as the choice was offered
+        return area.address["matched"] + (area.address.get("banchi") or "")
     return f"{area.prefecture_ja}{area.name_ja}"
 
 
@@ -108,13 +114,17 @@ def resolve_place(query: str) -> Area:
             )
         )
     if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text):
-        return _by_point(float(point[1]), float(point[2]))
-    if code := POSTAL_CODE.match(text):
-        return _by_postal_code(text, code)
-    return _by_text(text)
+        area = _by_point(float(point[1]), float(point[2]), text)
+    elif code := POSTAL_CODE.match(text):
+        area = _by_postal_code(text, code)
+    else:
+        area = _by_text(text)
+    if area.address and area.address["input"] != query.strip():  # as typed, for the record
+        area = dataclasses.replace(area, address={**area.address, "input": query.strip()})
+    return area
 
 
-def _by_point(lat: float, lon: float) -> Area:
+def _by_point(lat: float, lon: float, typed: str = "") -> Area:
     south, west, north, east = JAPAN_BOX
     if not (south <= lat <= north and west <= lon <= east):
         raise PlaceNotFound(
@@ -150,6 +160,7 @@ def _by_point(lat: float, lon: float) -> Area:
             )
         found, approximate = [gaz.by_code5[near[0][1]]], True
     unit = found[0]
+    street = addresses.nearest(unit.code5, lat, lon)
     return dataclasses.replace(
         unit,
         code=f"{unit.code}@{lat:.5f},{lon:.5f}",
@@ -159,6 +170,16 @@ def _by_point(lat: float, lon: float) -> Area:
         radius_m=outlines.POINT_RADIUS_M,
         approximate_location=approximate,
         location_basis=unit.name_ja if approximate else "",
+        address={
+            "input": typed,
+            # The 町丁目 the point lies in, by the nearest representative point: a name
+            # a reader knows ("丸の内一丁目"), where the point is within its circle.
+            "matched": f"{unit.prefecture_ja}{unit.name_ja}{street.name if street else ''}",
+            "precision": "point",
+            "banchi": "",
+            "source": "geolonia" if street else "",
+            "as_of": addresses.meta()["snapshot"] if street else "",
+        },
     )
 
 
@@ -194,18 +215,22 @@ def _by_postal_code(text: str, match: re.Match[str]) -> Area:
                 as_of=gaz.as_of,
             )
         return _by_covered(number, covered)
+    codes = {area.code5 for area in covered}
     try:
         area = _by_text(rest)
     except PlaceAmbiguous as exc:
         # The postal code picks among the names' choices: 〒183-0000 府中市 is Tokyo's.
-        if len(picked := [area for area in exc.choices if area in covered]) == 1:
+        if len(picked := [area for area in exc.choices if area.code5 in codes]) == 1:
             return picked[0]
         raise
     except PlaceNotFound:
         if covered:  # a street after the code: 〒430-0946 元城町1-2
+            found = addresses.find(sorted(codes), rest)
+            if len(found.streets) == 1:
+                return _street_area(found.streets[0], text, found.rest)
             return _by_covered(number, covered)
         raise
-    if not covered or area in covered:
+    if not covered or area.code5 in codes:
         return area
     # A city and a code in one of its wards: the ward is the finer place.
     wards = [ward for ward in covered if ward.name_ja.startswith(area.name_ja)]
@@ -287,15 +312,120 @@ def _by_japanese(text: str) -> Area:
     if lead2 and code2 and lead2 != code2:
         raise PlaceNotFound(N_('"%(query)s" names two different prefectures.'), query=text)
     code2 = code2 or lead2
-    areas = _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2) or _longest_prefix(
-        (gaz.ja_full, gaz.ja_district), rest, code2
-    )
+    if areas := _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2):
+        return _one(text, areas)
+    areas, end = _longest_prefix((gaz.ja_full, gaz.ja_district), rest, code2)
     if areas:
+        street = _street_part(text, len(rest) - end)
+        if street:  # an address: the 町丁目 after the municipality's name
+            return _by_street(text, areas, street)
         return _one(text, areas)
     raise PlaceNotFound(
         N_('No municipality matches "%(query)s".'),
         _suggest(rest, (gaz.ja_full, gaz.ja_base), code2),
         query=text,
+    )
+
+
+def _street_part(text: str, tail: int) -> str:
+    """Return what text holds after its municipality's name, whose key leaves tail chars.
+
+    Only a name is a street: numbers alone after the municipality ("札幌市1-2-3") name no
+    町丁目, and the municipality is assessed as before.
+    """
+    source = PART_SEPARATOR.sub(" ", text)
+    target = len(ja_key(source)) - tail
+    # The shortest start whose key is the name's: keys grow with the text, so bisect.
+    start = bisect.bisect_left(
+        range(len(source) + 1), target, key=lambda i: len(ja_key(source[:i]))
+    )
+    street = source[start:].strip(" 　")
+    return "" if not street or street[0].isdigit() or street[0] in "-‐−ー" else street
+
+
+def _street_codes(gaz: Gazetteer, area: Area) -> list[str]:
+    """Return the units whose streets an address in area is looked up in."""
+    if area.code5 in gaz.former:  # an old ward's address (浜松市中区元城町): what it became
+        return [unit.code5 for unit in gaz.former[area.code5].successors]
+    return _wards(area.code5) or [area.code5]  # a designated city: every ward's streets
+
+
+@functools.cache
+def _wards(code5: str) -> list[str]:
+    """Return the wards of a designated city (none for any other unit)."""
+    gaz = gazetteer()
+    area = gaz.by_code5[code5]
+    return [
+        ward.code5
+        for ward in gaz.areas
+        if gaz.is_ward(ward)
+        and ward.code[:2] == area.code[:2]
+        and ward.name_ja.startswith(area.name_ja)
+        and ward.name_ja != area.name_ja
+    ]
+
+
+def _by_street(text: str, areas: list[Area], street: str) -> Area:
+    """Place an address at its 町丁目's point, or say which 町丁目 it could be."""
+    gaz = gazetteer()
+    searched: list[tuple[Area, list[str]]] = []
+    for area in dict.fromkeys(areas):
+        codes = _street_codes(gaz, area)
+        if any(addresses.streets(code5) for code5 in codes):
+            searched.append((area, codes))
+    if not searched:  # no streets in the data for this unit: the municipality, as before
+        return _one(text, areas)
+    kyoto = [area.name_ja.startswith("京都市") for area, _ in searched]
+    found = [
+        addresses.find(codes, street, kyoto=k)
+        for (area, codes), k in zip(searched, kyoto, strict=True)
+    ]
+    hits = [street_ for f in found for street_ in f.streets]
+    if len(hits) == 1:
+        (rest,) = [f.rest for f in found if f.streets]
+        return _street_area(hits[0], text, rest)
+    if hits:
+        choices = [_street_area(hit, text, "") for hit in hits]
+        message = N_(
+            '"%(query)s" fits %(num)d 町丁目 (or 大字): choose one, or add its 丁目 or the '
+            "prefecture."
+        )
+        raise PlaceAmbiguous(text, choices, [(message, {"query": text, "num": len(hits)})])
+    if len({area.code5 for area in areas}) > 1:
+        return _one(text, areas)  # which municipality, first
+    area, codes = searched[0]
+    as_of = addresses.meta()["snapshot"]
+    raise PlaceNotFound(
+        N_(
+            '%(municipality)s has no 町丁目 or 大字 "%(street)s" in the address data '
+            "(as of %(as_of)s). Check the spelling, or choose a close one."
+        ),
+        (_street_area(hit, text, "") for hit in addresses.suggest(codes, street)),
+        municipality=Named(area.prefecture_ja + area.name_ja, area.name_romaji),
+        street=street,
+        as_of=as_of,
+    )
+
+
+def _street_area(street: addresses.Street, typed: str, rest: str) -> Area:
+    """Return the area of an address: its 町丁目's point and a circle covering it."""
+    unit = gazetteer().by_code5[street.code5]
+    lat, lon = round(street.lat, 5), round(street.lon, 5)
+    return dataclasses.replace(
+        unit,
+        code=f"{unit.code}@{lat:.5f},{lon:.5f}",
+        lat=lat,
+        lon=lon,
+        tiles=tiles_around(lat, lon),
+        radius_m=street.radius_m,
+        address={
+            "input": typed,
+            "matched": f"{unit.prefecture_ja}{unit.name_ja}{street.name}",
+            "precision": "chome",
+            "banchi": rest,
+            "source": "geolonia",
+            "as_of": addresses.meta()["snapshot"],
+        },
     )
 
 
@@ -369,12 +499,15 @@ def _exact(
     return cities if len(cities) == 1 else areas
 
 
-def _longest_prefix(indexes: Sequence[Index], text: str, code2: str | None) -> list[Area]:
+def _longest_prefix(
+    indexes: Sequence[Index], text: str, code2: str | None
+) -> tuple[list[Area], int]:
+    """Return the areas the longest name at text's start names, and where that name ends."""
     for end in range(len(text), 0, -1):
         for index in indexes:
             if areas := _in_pref(index.get(text[:end], ()), code2):
-                return areas
-    return []
+                return areas, end
+    return [], 0
 
 
 def _strip_prefecture(key: str, prefs: dict[str, str]) -> tuple[str | None, str]:

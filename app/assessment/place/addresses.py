@@ -1,0 +1,239 @@
+"""Streets: a municipality's 町丁目 (and 大字) with a point each, and reading what people type.
+
+data/addresses.zip is built by scripts/build_addresses.py from Geolonia 住所データ (CC BY
+4.0; its docstring says how, index.json inside records the source, commit and snapshot
+date). Each municipality is its own zip member, read on first use (about 2 ms) and kept in a
+small LRU, so a worker holds only the streets of the places it is asked about.
+
+What people type is read through one key (town_key), applied alike to the data's names
+and to the text: widths (NFKC), spaces, katakana as hiragana, ヶ/ケ/が and 之/ノ/の as one,
+old kanji forms as new, kanji numerals as digits (kanjize: 一丁目, 1丁目 and １丁目 meet), and
+hyphen-like marks after a digit as "-". A 町丁目 is then found by its name at the start of
+the text, its 丁目 given as "1丁目", "一丁目", "1-" or a bare "1" at the end; what follows
+(番地・号, "9-1", "9番1号") is kept as typed, for the record and for GSI's search.
+"""
+
+import bisect
+import difflib
+import functools
+import json
+import math
+import os
+import re
+import threading
+import unicodedata
+import zipfile
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from kanjize import kanji2number
+
+from .keys import hiragana
+
+# A 町丁目's circle: at least the point report's 500 m, at most what the area's tiles hold
+# (a one-tile box around the point, area.tiles_around: about ±4.9 km at z12).
+MIN_RADIUS_M = 500.0
+MAX_RADIUS_M = 4000.0
+MAX_CANDIDATES = 12
+STREETS_KEPT = 32  # municipalities whose streets a process keeps (about 120 KiB each)
+METRES_PER_DEGREE_LAT = 111_320.0
+
+# Old and variant forms of kanji met in place names, each to the form the data uses.
+_VARIANTS = str.maketrans(
+    "澤邊邉濱齋齊廣國條曾藪渕舘嶋龍惠榮檜鐵驛關寶萬圓縣塚瀧櫻斎冨槇籠岡峯嶌",
+    "沢辺辺浜斉斉広国条曽薮淵館島竜恵栄桧鉄駅関宝万円県塚滝桜斉富槙篭岡峰島",
+)
+_NUMERAL = re.compile(r"[〇一二三四五六七八九十百千]+")
+_HYPHEN = re.compile(r"(?<=[0-9])\s*[-‐‑‒–—―−ー－ｰ─━~〜]\s*(?=[0-9])")
+_CHOME = re.compile(r"(.*?)([0-9]+)丁目")
+# What may follow a 丁目 number typed without 丁目: a hyphen, the 番地, or the end.
+_AFTER_CHOME = re.compile(r"([0-9]+)(丁目|丁|-|の(?=[0-9])|$)")
+_lock = threading.Lock()
+
+
+def _number(match: re.Match[str]) -> str:
+    text = match[0]
+    try:
+        return str(kanji2number(text))
+    except Exception:  # "一二" is two digits to kanjize's eye, not a number: read them as such
+        return text.translate(str.maketrans("〇一二三四五六七八九", "0123456789"))
+
+
+@functools.lru_cache(maxsize=4096)
+def town_key(text: str) -> str:
+    """Return the key a 町丁目's name is found by, in the data and in what people type."""
+    text = unicodedata.normalize("NFKC", text)
+    text = re.sub(r"[\s・]+", "", text).replace("ヶ", "が").replace("ケ", "が").replace("ヵ", "か")
+    text = hiragana(text.translate(_VARIANTS)).replace("之", "の").replace("ノ", "の")
+    text = _NUMERAL.sub(_number, text)
+    return _HYPHEN.sub("-", text)
+
+
+@dataclass(frozen=True, slots=True)
+class Street:
+    """One 町丁目 or 大字: its name, representative point and estimated extent."""
+
+    code5: str  # the municipality or ward it is in
+    name: str  # as the data writes it: 丸の内一丁目
+    lat: float
+    lon: float
+    extent_m: float  # how far its ground reaches from the point (estimated: see the script)
+
+    @property
+    def radius_m(self) -> float:
+        """Return the circle a report reads: 500 m unless the 町丁目 is larger."""
+        return min(max(MIN_RADIUS_M, self.extent_m), MAX_RADIUS_M)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    street: Street
+    base: str  # the key without the 丁目 number, without a leading 大字/字
+    chome: int | None
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the text matched: the streets (one, or the candidates) and the rest typed."""
+
+    streets: tuple[Street, ...]
+    rest: str = ""  # the 番地・号 after the 町丁目, as typed
+
+
+def _archive() -> zipfile.ZipFile:
+    return zipfile.ZipFile(str(resources.files(__package__).joinpath("data", "addresses.zip")))
+
+
+_opened: tuple[int, zipfile.ZipFile] | None = None
+
+
+def _read(name: str) -> bytes:
+    """Read one member through the process's own open archive (its index costs ~10 ms)."""
+    global _opened
+    with _lock:
+        if _opened is None or _opened[0] != os.getpid():  # a forked worker opens its own
+            _opened = (os.getpid(), _archive())
+        return _opened[1].read(name)
+
+
+@functools.lru_cache(maxsize=1)
+def meta() -> dict[str, Any]:
+    """Return where the streets come from (source, licence, credit, commit, snapshot)."""
+    return json.loads(_read("index.json"))["meta"]
+
+
+@functools.lru_cache(maxsize=STREETS_KEPT)
+def streets(code5: str) -> tuple[_Entry, ...]:
+    """Return a municipality's streets, read from the archive on first use."""
+    try:
+        text = _read(f"{code5}.tsv").decode("utf-8")
+    except KeyError:
+        return ()
+    found = []
+    for line in text.splitlines():
+        name, lat, lon, extent = line.split("\t")
+        key = re.sub(r"^大?字", "", town_key(name))
+        chome = _CHOME.fullmatch(key)
+        found.append(
+            _Entry(
+                Street(code5, name, float(lat), float(lon), float(extent)),
+                chome[1] if chome else key,
+                int(chome[2]) if chome else None,
+            )
+        )
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=STREETS_KEPT)
+def _by_first(code5: str) -> dict[str, list[_Entry]]:
+    index: dict[str, list[_Entry]] = {}
+    for entry in streets(code5):
+        index.setdefault(entry.base[:1], []).append(entry)
+    return index
+
+
+def find(codes: list[str], text: str, kyoto: bool = False) -> Found:
+    """Find the 町丁目 that text (what follows the municipality's name) starts with.
+
+    Found.streets is empty when none matches, several when the text fits several equally
+    (a 町丁目 without its 丁目, a name a municipality has twice).
+    """
+    typed = unicodedata.normalize("NFKC", text).strip(" 　,、")
+    key = re.sub(r"^大?字", "", town_key(typed))
+    # A name starts the text: only names of the same first character need a look. Kyoto's
+    # names may follow its streets' (寺町通御池上る上本能寺前町): if none starts it, any.
+    best = [
+        (length, entry.street)
+        for code5 in codes
+        for entry in _by_first(code5).get(key[:1], ())
+        if (length := _match(entry, key)) is not None
+    ]
+    if not best and kyoto:
+        for entry in (entry for code5 in codes for entry in streets(code5)):
+            if entry.base and (start := key.find(entry.base)) > 0:
+                if (length := _match(entry, key[start:])) is not None:
+                    best.append((start + length, entry.street))
+    if not best:
+        return Found(())
+    top = max(length for length, _ in best)
+    picked = tuple(dict.fromkeys(street for length, street in best if length == top))
+    rest = _rest(typed, top) if len(picked) == 1 else ""
+    return Found(picked[:MAX_CANDIDATES], rest)
+
+
+def _match(entry: _Entry, key: str) -> int | None:
+    """Return how much of key the entry's name takes (a 丁目 without its number: -1)."""
+    if not key.startswith(entry.base) or not entry.base:
+        return None
+    after = key[len(entry.base) :]
+    if entry.chome is None:
+        # A longer name that merely starts the same (丸の内 in 丸の内北) is another town.
+        return len(entry.base) if not after or not _continues(entry.base, after) else None
+    number = _AFTER_CHOME.match(after)
+    if number and int(number[1]) == entry.chome:
+        return len(entry.base) + len(number[1]) + len(number[2])
+    if not after or not after[0].isdigit():
+        return len(entry.base) - 1  # 丸の内 alone: each of its 丁目 is a candidate
+    return None
+
+
+def _continues(base: str, after: str) -> bool:
+    # A name ends at a digit, a hyphen or a 番地 mark; a kanji or kana goes on being a name.
+    return not re.match(r"[0-9-]|番|字|大字", after)
+
+
+def _rest(typed: str, consumed_key_length: int) -> str:
+    """Return what was typed after the part whose key is consumed_key_length long."""
+    end = bisect.bisect_left(
+        range(len(typed) + 1),
+        consumed_key_length,
+        key=lambda i: len(re.sub(r"^大?字", "", town_key(typed[:i]))),
+    )
+    return typed[end:].strip(" 　,、-")
+
+
+def nearest(code5: str, lat: float, lon: float) -> Street | None:
+    """Return the 町丁目 whose point is nearest, if the point is within its circle."""
+    k = math.cos(math.radians(lat))
+    distances = (
+        (math.hypot(e.street.lat - lat, (e.street.lon - lon) * k), e.street) for e in streets(code5)
+    )
+    best = min(distances, default=None, key=lambda pair: pair[0])
+    if best is None or best[0] * METRES_PER_DEGREE_LAT > best[1].radius_m:
+        return None
+    return best[1]
+
+
+def suggest(codes: list[str], text: str, limit: int = 5) -> list[Street]:
+    """Return the streets whose names are closest to text's leading name."""
+    key = re.sub(r"^大?字", "", town_key(unicodedata.normalize("NFKC", text)))
+    name = re.match(r"[^0-9-]*", key)[0] or key  # type: ignore[index]
+    entries = [entry for code5 in codes for entry in streets(code5)]
+    by_base: dict[str, list[Street]] = {}
+    for entry in entries:
+        by_base.setdefault(entry.base, []).append(entry.street)
+    found: dict[Street, None] = {}
+    for base in difflib.get_close_matches(name, list(by_base), n=limit, cutoff=0.5):
+        found.update(dict.fromkeys(by_base[base][:limit]))
+    return list(found)[:limit]

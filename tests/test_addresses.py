@@ -1,0 +1,256 @@
+"""Street addresses: what people type, placed at its 町丁目's point; unknown and ambiguous free.
+
+The table is real ways of writing real addresses (widths, kanji numerals, 丁目/番地/号 and
+hyphens, ヶ/ケ/が, 之/ノ/の, spaces, a leading postal code, an old ward's name), each with
+the 町丁目 it must be placed at. A new spelling is a row.
+"""
+
+import json
+from urllib.parse import unquote
+
+import pytest
+
+from app.assessment import PlaceAmbiguous, PlaceNotFound, resolve_place
+from app.assessment.place import addresses
+from app.assessment.place.resolver import query_for
+from app.assessment.sources.gsi_address import place_address
+from tests.conftest import job_id_from, serve_http, signed_in, wait_for
+from tests.test_assessment_jobs import nothing_written
+
+TABLE = [
+    ("東京都千代田区丸の内1-9-1", "東京都千代田区丸の内一丁目", "9-1"),
+    ("東京都千代田区丸の内１－９－１", "東京都千代田区丸の内一丁目", "9-1"),
+    ("千代田区丸の内一丁目9番1号", "東京都千代田区丸の内一丁目", "9番1号"),
+    ("東京都千代田区丸の内1丁目9番1号", "東京都千代田区丸の内一丁目", "9番1号"),
+    ("東京都 千代田区 丸の内 1-9-1", "東京都千代田区丸の内一丁目", "9-1"),
+    ("東京都千代田区丸の内 一丁目 ９ー１", "東京都千代田区丸の内一丁目", "9ー1"),
+    ("〒100-0005 東京都千代田区丸の内1-9-1", "東京都千代田区丸の内一丁目", "9-1"),
+    ("100-0005 千代田区丸の内1丁目9-1", "東京都千代田区丸の内一丁目", "9-1"),
+    ("千代田区丸の内一丁目九番一号", "東京都千代田区丸の内一丁目", "九番一号"),
+    ("東京都千代田区霞ケ関1-1", "東京都千代田区霞が関一丁目", "1"),
+    ("東京都千代田区霞ヶ関2丁目1", "東京都千代田区霞が関二丁目", "1"),
+    ("東京都千代田区霞が関3-1-1", "東京都千代田区霞が関三丁目", "1-1"),
+    ("東京都千代田区一番町10", "東京都千代田区一番町", "10"),
+    ("東京都千代田区九段北1-2-3", "東京都千代田区九段北一丁目", "2-3"),
+    ("東京都新宿区西新宿2-8-1", "東京都新宿区西新宿二丁目", "8-1"),
+    ("新宿区西新宿二丁目8番1号", "東京都新宿区西新宿二丁目", "8番1号"),
+    ("〒160-0023\u3000東京都新宿区西新宿２丁目８−１", "東京都新宿区西新宿二丁目", "8−1"),
+    ("東京都港区六本木6-10-1", "東京都港区六本木六丁目", "10-1"),
+    ("港区六本木六丁目10番1号", "東京都港区六本木六丁目", "10番1号"),
+    ("東京都世田谷区三軒茶屋2-11-1", "東京都世田谷区三軒茶屋二丁目", "11-1"),
+    ("東京都渋谷区道玄坂２－２９－１", "東京都渋谷区道玄坂二丁目", "29-1"),
+    ("東京都目黒区自由ヶ丘1丁目", "東京都目黒区自由が丘一丁目", ""),
+    ("東京都目黒区自由が丘１－１", "東京都目黒区自由が丘一丁目", "1"),
+    ("東京都府中市宮西町1丁目", "東京都府中市宮西町一丁目", ""),
+    ("北海道札幌市中央区北1条西2丁目", "北海道札幌市中央区北一条西二丁目", ""),
+    ("札幌市中央区北一条西二丁目1番地", "北海道札幌市中央区北一条西二丁目", "1番地"),
+    ("〒060-0001 札幌市北1条西2丁目", "北海道札幌市中央区北一条西二丁目", ""),  # the city's ward
+    ("大阪府大阪市北区梅田3丁目1-1", "大阪府大阪市北区梅田三丁目", "1-1"),
+    ("大阪市北区梅田三丁目１番１号", "大阪府大阪市北区梅田三丁目", "1番1号"),
+    ("神奈川県横浜市西区みなとみらい2-2-1", "神奈川県横浜市西区みなとみらい二丁目", "2-1"),
+    ("横浜市西区みなとみらい２丁目２番１号", "神奈川県横浜市西区みなとみらい二丁目", "2番1号"),
+    ("愛知県名古屋市中村区名駅1-1-4", "愛知県名古屋市中村区名駅一丁目", "1-4"),
+    ("福岡県福岡市博多区博多駅中央街1-1", "福岡県福岡市博多区博多駅中央街", "1-1"),
+    # Kyoto's addresses lead with the streets' names (通 ... 上る).
+    ("京都府京都市中京区寺町通御池上る上本能寺前町488", "京都府京都市中京区上本能寺前町", "488"),
+    ("長野県長野市篠の井塩崎123", "長野県長野市篠ノ井塩崎", "123"),  # ノ typed の
+    ("長野市篠之井塩崎", "長野県長野市篠ノ井塩崎", ""),  # and 之
+    ("埼玉県川越市大字笠幡123", "埼玉県川越市大字笠幡", "123"),
+    ("埼玉県比企郡川島町平沼1-2", "埼玉県川島町大字平沼", "1-2"),  # the district, 大字 left out
+    ("千葉県袖ケ浦市長浦", "千葉県袖ケ浦市長浦", ""),  # 袖ヶ浦 in the address data
+    # The data predates Hamamatsu's 2024 wards: an old ward's address goes to the new one.
+    ("静岡県浜松市中区元城町103-2", "静岡県浜松市中央区元城町", "103-2"),
+    ("静岡県浜松市中央区元城町103-2", "静岡県浜松市中央区元城町", "103-2"),
+    ("〒430-0946 元城町1-2", "静岡県浜松市中央区元城町", "1-2"),  # the code's municipality
+]
+
+
+@pytest.mark.parametrize(("typed", "matched", "banchi"), TABLE, ids=[row[0] for row in TABLE])
+def test_an_address_is_placed_at_its_chome(typed: str, matched: str, banchi: str) -> None:
+    area = resolve_place(typed)
+    assert area.address["matched"] == matched
+    assert area.address["banchi"] == banchi
+    assert area.address["precision"] == "chome"
+    assert area.address["input"] == typed.strip()
+    street = next(
+        e.street
+        for e in addresses.streets(area.code5)
+        if area.prefecture_ja + area.name_ja + e.street.name == matched
+    )
+    # At the 町丁目's point, the circle covering it: 500 m unless the 町丁目 is larger.
+    assert (area.lat, area.lon) == (round(street.lat, 5), round(street.lon, 5))
+    assert area.radius_m == max(500.0, min(street.extent_m, addresses.MAX_RADIUS_M))
+    assert area.code == f"{area.code.split('@')[0]}@{area.lat:.5f},{area.lon:.5f}"
+
+
+def test_numbers_alone_after_a_municipality_name_no_chome() -> None:
+    # No street name: the municipality is assessed, as before addresses were placed.
+    assert resolve_place("東京都千代田区1-2-3").address is None
+
+
+def test_a_chome_the_municipality_lacks_is_refused_with_the_closest_names() -> None:
+    with pytest.raises(PlaceNotFound) as info:
+        resolve_place("東京都千代田区丸の内9丁目1-1")
+    assert "東京都千代田区" in str(info.value) and "丸の内9丁目" in str(info.value)
+    names = [area.address["matched"] for area in info.value.suggestions]
+    assert names[:3] == [f"東京都千代田区丸の内{n}丁目" for n in "一二三"]
+    # Each suggestion, chosen, fills the form with words that resolve to it.
+    for area in info.value.suggestions:
+        assert resolve_place(query_for(area)).address["matched"] == area.address["matched"]
+
+
+def test_a_street_without_its_chome_offers_each_chome() -> None:
+    with pytest.raises(PlaceAmbiguous) as info:
+        resolve_place("大阪市北区梅田")
+    assert sorted(area.address["matched"] for area in info.value.choices) == [
+        f"大阪府大阪市北区梅田{n}丁目" for n in "一三二"
+    ]
+    assert {area.code5 for area in info.value.choices} == {"27127"}
+
+
+def test_a_point_is_named_by_the_chome_it_lies_in() -> None:
+    area = resolve_place("35.68120, 139.76710")
+    assert area.address["precision"] == "point"
+    assert area.address["matched"] == "東京都千代田区丸の内一丁目"
+    assert (area.code, area.radius_m) == ("131016@35.68120,139.76710", 500.0)
+    assert query_for(area) == "35.68120,139.76710"
+
+
+def test_the_shipped_data_says_its_source_and_covers_every_municipality() -> None:
+    from app.assessment.place.gazetteer import gazetteer
+
+    meta = addresses.meta()
+    assert meta["licence"].startswith("CC BY 4.0") and "Geolonia" in meta["credit_ja"]
+    assert meta["snapshot"] == "2024-01-15" and len(meta["commit"]) == 40
+    assert meta["entries"] > 189_000 and meta["unmatched"] == []
+    # The changes since the snapshot: Hamamatsu's seven old wards, moved to the new three.
+    assert sorted(meta["moved_by_changes"]) == [f"2213{n}" for n in range(1, 8)]
+    gaz = gazetteer()
+    wards = {area.code5[:4] for area in gaz.areas if gaz.is_ward(area)}
+    cities = {a.code5 for a in gaz.areas if not gaz.is_ward(a) and a.code5[:4] in wards}
+    with addresses._archive() as archive:
+        shipped = {name.removesuffix(".tsv") for name in archive.namelist()}
+    # 利島村 (13362) has no 町丁目: its addresses are 番地 alone (利島村248).
+    missing = {a.name_ja for a in gaz.areas if a.code5 not in shipped | cities | {"13362"}}
+    assert missing == set()
+
+
+# GSI's address search answers a JSON array of GeoJSON Point features, each with
+# properties.title (the address found) and geometry.coordinates [lon, lat]. The answers
+# below are constructed to that format (as GSI's own 地理院地図 search and public clients
+# read it: https://msearch.gsi.go.jp/address-search/AddressSearch?q=...), not recorded.
+class GsiStandIn:
+    def __init__(self) -> None:
+        self.status = 200
+        self.features: list = []
+        self.asked: list[str] = []
+        self.url = ""
+
+    def respond(self, path: str):
+        self.asked.append(path)
+        return self.status, json.dumps(self.features).encode(), {}
+
+
+def feature(title: str, lat: float, lon: float) -> dict:
+    return {
+        "geometry": {"coordinates": [lon, lat], "type": "Point"},
+        "type": "Feature",
+        "properties": {"addressCode": "", "title": title},
+    }
+
+
+@pytest.fixture
+def gsi():
+    with serve_http(GsiStandIn()) as stand_in:
+        yield stand_in
+
+
+def test_gsi_places_an_address_to_its_banchi_when_it_answers(gsi) -> None:
+    area = resolve_place("東京都千代田区丸の内1-9-1")
+    gsi.features = [feature("東京都千代田区丸の内一丁目9", 35.68123, 139.76712)]
+    placed = place_address(area, gsi.url + "/AddressSearch")
+    assert (placed.lat, placed.lon, placed.radius_m) == (35.68123, 139.76712, 500.0)
+    assert placed.address["precision"] == "banchi" and placed.address["source"] == "gsi"
+    assert placed.code == "131016@35.68123,139.76712"
+    asked = [unquote(path) for path in gsi.asked]
+    assert asked == ["/AddressSearch?q=東京都千代田区丸の内一丁目9-1"]
+
+
+@pytest.mark.parametrize(
+    ("status", "features", "why"),
+    [
+        (200, [feature("東京都千代田区丸の内一丁目", 35.68156, 139.7672)], "no match"),  # no 番地
+        (200, [feature("東京都千代田区丸の内一丁目9", 35.0, 135.0)], "no match"),  # far away
+        (200, [], "no match"),
+        (503, [], "unreachable"),
+    ],
+)
+def test_gsi_falls_back_to_the_chome_and_says_why(gsi, status, features, why) -> None:
+    area = resolve_place("東京都千代田区丸の内1-9-1")
+    gsi.status, gsi.features = status, features
+    placed = place_address(area, gsi.url + "/AddressSearch")
+    assert (placed.lat, placed.lon, placed.address["precision"]) == (area.lat, area.lon, "chome")
+    assert placed.address["gsi"] == why
+
+
+@pytest.mark.parametrize("query", ["東京都千代田区丸の内9丁目", "大阪市北区梅田"])
+def test_an_unknown_or_ambiguous_street_charges_nothing(client, actions, sql, query):
+    actions.signup()
+    response = actions.submit(query, "ja")
+    body = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert "丁目" in body and 'class="choice-list"' in body
+    assert nothing_written(sql)
+
+
+def test_an_address_report_is_headed_by_its_spot(make_app, gsi, upstream, sql):
+    # The real providers' path: the http provider's stand-in, and GSI's placing the 番地.
+    gsi.features = [feature("東京都千代田区丸の内一丁目9", 35.68123, 139.76712)]
+    app, client, actions = signed_in(
+        make_app,
+        LAYER_PROVIDER="http",
+        LAYER_HTTP_BASE_URL=upstream.url,
+        GSI_ADDRESS_SEARCH_URL=gsi.url + "/AddressSearch",
+    )
+    job_id = job_id_from(actions.submit("東京都千代田区丸の内1-9-1", "ja"))
+    wait_for(lambda: sql("SELECT status FROM assessment_jobs") == [("succeeded",)])
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "東京都千代田区丸の内一丁目付近（半径500m）" in page
+    assert "入力：" in page and "東京都千代田区丸の内1-9-1" in page
+    assert "国土地理院の住所検索で番地まで配置しました" in page
+    assert "<code>131016</code>" in page and "131016@" not in page.split("report-facts")[1][:400]
+    assert "Geolonia 住所データ" in page
+    report = client.get(f"/assessments/{job_id}/report.json").get_json()
+    area = report["area"]
+    assert (area["lat"], area["lon"], area["radius_m"]) == (35.68123, 139.76712, 500.0)
+    assert {k: area["address"][k] for k in ("input", "matched", "precision")} == {
+        "input": "東京都千代田区丸の内1-9-1",
+        "matched": "東京都千代田区丸の内一丁目",
+        "precision": "banchi",
+    }
+    history = client.get("/assessments").get_data(as_text=True)
+    assert "data-typed" in history and "東京都千代田区丸の内1-9-1" in history
+
+
+def test_a_chome_report_says_it_is_not_placed_to_the_banchi(client, actions, sql, app):
+    actions.signup()
+    job_id = job_id_from(actions.submit("千代田区丸の内一丁目9番1号", "ja"))
+    assert app.extensions["runner"].wait(10)
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    assert "町丁目の代表点に配置しました（番地までは特定していません）" in page
+    assert sql("SELECT area->'address'->>'precision' FROM assessment_jobs") == [("chome",)]
+
+
+def test_a_repeat_warning_compares_spots_by_distance(client, actions, sql, app):
+    actions.signup()
+    job_id_from(actions.submit("千代田区丸の内1-9-1", "ja"))
+    assert app.extensions["runner"].wait(10)
+    # 40 m from the 町丁目's point: the same spot, whatever was typed.
+    again = actions.submit("35.68190, 139.76720", "ja")
+    assert again.status_code == 409 and "丸の内一丁目" in again.get_data(as_text=True)
+    # Another spot in the same ward is another report.
+    elsewhere = actions.submit("東京都千代田区霞が関1-1", "ja")
+    assert elsewhere.status_code == 303
+    # The municipality itself is not a spot.
+    assert app.extensions["runner"].wait(10)
+    assert actions.submit("千代田区", "ja").status_code == 303
