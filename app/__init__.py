@@ -99,8 +99,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             "LAYER_PROVIDER unset: serving %s data (%s)", choice["mode"], choice["reason"]
         )
 
-    def caches(size_key: str, ttl_key: str) -> object:
-        local = SingleFlightCache(maxsize=app.config[size_key], ttl=app.config[ttl_key])
+    def caches(size_key: str, ttl_key: str, ttl_of: Any = None) -> object:
+        local = SingleFlightCache(
+            maxsize=app.config[size_key], ttl=app.config[ttl_key], ttl_of=ttl_of
+        )
         if not _shared_layer_cache(app):
             return local
         from .assessment.report.analysis import LAYERS
@@ -114,13 +116,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
 
+    from .assessment.sources.portal import tile_ttl
     from .assessment.sources.providers import ZONES
     from .caches.routed import RoutedCache
 
     # Tiles (id/z/x/y) live long: the portal's zones change a few times a year.
     app.extensions["layer_cache"] = RoutedCache(
         caches("LAYER_CACHE_SIZE", "LAYER_CACHE_TTL_SECONDS"),
-        caches("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS"),
+        caches("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS", tile_ttl),
         ZONES,
     )
 

@@ -100,6 +100,11 @@ class JshisProvider:
         """Return the distinct 250 m meshes of an even grid inside the area's outline."""
         return mesh_keys(area)
 
+    def origin(self, dataset: str) -> str:
+        """Name J-SHIS by its base URL and the map version asked."""
+        version = self.ground_version if dataset == "ground" else f"{self.version}/{self.case}"
+        return f"jshis {self.base_url} {version}"
+
     def url(self, dataset: str, mesh: str) -> str:
         """Return the documented request URL for one dataset of one mesh."""
         if dataset == "faults":

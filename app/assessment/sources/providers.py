@@ -88,13 +88,25 @@ class LayerProvider(Protocol):
         """Describe where the dataset's figures come from, for the report."""
         ...
 
+    def origin(self, dataset: str) -> str:
+        """Name who answers for the dataset (provider and base URL): part of every cache key,
+        so an answer of one source (the demo's painted tiles) is never read back as another's.
+        """
+        ...
+
+
+def origin_of(provider: Any, dataset: str) -> str:
+    """Return a provider's origin for a dataset (its name, for one that says nothing more)."""
+    origin = getattr(provider, "origin", None)
+    return origin(dataset) if origin is not None else str(provider.name)
+
 
 def default_keys(area: Area, dataset: str) -> list[str]:
     """Return the tiles covering the area's outline, or the meshes sampled inside it."""
-    from .zones import plan
+    from .zones import dataset_keys
 
     if DATASETS[dataset].scope == "zones":
-        return plan(area).keys
+        return dataset_keys(area, dataset)
     return mesh_keys(area)
 
 
@@ -115,6 +127,10 @@ class DemoProvider:
     def source(self, dataset: str) -> dict[str, Any]:
         """Say plainly that these figures are made up."""
         return {"provider": self.name, "real": False}
+
+    def origin(self, dataset: str) -> str:
+        """Name the demo: its answers are its own."""
+        return "demo"
 
     def __init__(self, delay_seconds: float = 0.0) -> None:
         self.delay_seconds = delay_seconds
@@ -212,6 +228,10 @@ class HttpProvider:
         """Name the configured service; it vouches for its own figures."""
         return {"provider": self.name, "real": True, "service": self.base_url}
 
+    def origin(self, dataset: str) -> str:
+        """Name the service by its base URL."""
+        return f"http {self.base_url}"
+
 
 def _numbers(dataset: str, key: str, spec: Dataset, payload: Any) -> dict[str, Any]:
     if not isinstance(payload, dict):
@@ -261,6 +281,10 @@ class RoutedProvider:
     def source(self, dataset: str) -> dict[str, Any]:
         """Describe the dataset's provider."""
         return self._for(dataset).source(dataset)
+
+    def origin(self, dataset: str) -> str:
+        """Name the dataset's provider and base URL."""
+        return origin_of(self._for(dataset), dataset)
 
     def real_providers(self) -> list[LayerProvider]:
         """Return each distinct non-demo provider once (for `flask providers-check`)."""
@@ -365,16 +389,47 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
     return RoutedProvider(routes)
 
 
-# A point every service covers (Tokyo Station): the start-up probe asks about it once.
+# A point every service covers (Tokyo Station): the probe asks J-SHIS about it.
 PROBE_POINT = (35.68124, 139.76712)
 
 
-def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
-    """Ask each real service once, within timeout; return (all answered, what was seen)."""
+def check_real(provider: Any, timeout: float) -> list[tuple[str, bool, str]]:
+    """Ask each real service, and the portal once per zone dataset (its sample tile).
+
+    Returns (what was asked, available, what was seen) per check, in a stable order.
+    """
     import concurrent.futures
 
-    import mercantile
+    routes = provider.routes
+    asks: dict[str, Any] = {"J-SHIS": lambda: routes["faults"].check(*PROBE_POINT)}
+    for dataset in ZONES:
+        asks[dataset] = lambda dataset=dataset: routes[dataset].sample(dataset)
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = {name: pool.submit(ask) for name, ask in asks.items()}
+        for name, future in futures.items():
+            try:
+                answer = future.result(timeout=timeout * 2)
+            except ProviderError as exc:
+                results.append((name, False, exc.reason))  # it names its service
+                continue
+            except Exception as exc:  # noqa: BLE001 - a probe reports, never stops the start
+                results.append((name, False, f"{name}: {exc!r}"))
+                continue
+            if isinstance(answer, dict) and "verdict" in answer:  # a portal sample
+                results.append((name, answer["ok"], portal.describe_check(answer)))
+            else:
+                results.append((name, True, f"J-SHIS: {answer}"))
+    return results
 
+
+def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
+    """Ask each real service within timeout; return (all available, what was seen).
+
+    The portal is asked for a sample tile known to be painted, per zone dataset: a 404,
+    an all-transparent sample or colours not in its legend mean that layer is not
+    available, so the demo is served and the reason says which layer and why.
+    """
     real = make_provider(
         {
             **config,
@@ -383,26 +438,11 @@ def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
             "LAYER_HTTP_TIMEOUT_SECONDS": timeout,
         }
     )
-    tile = mercantile.tile(PROBE_POINT[1], PROBE_POINT[0], 15)
-    key = f"{tile.z}/{tile.x}/{tile.y}"
-    routes = real.routes  # type: ignore[attr-defined]
-    asks = {
-        "J-SHIS": lambda: routes["faults"].check(*PROBE_POINT),
-        "hazard map portal": lambda: routes["flood_zones"].fetch("flood_zones", key),
-    }
-    failures = []
-    with concurrent.futures.ThreadPoolExecutor(len(asks)) as pool:
-        futures = {name: pool.submit(ask) for name, ask in asks.items()}
-        for name, future in futures.items():
-            try:
-                future.result(timeout=timeout * 2)
-            except ProviderError as exc:
-                failures.append(exc.reason)  # it names its service
-            except Exception as exc:  # noqa: BLE001 - a probe reports, never stops the start
-                failures.append(f"{name}: {exc!r}")
+    results = check_real(real, timeout)
+    failures = [seen for _, ok, seen in results if not ok]
     if failures:
         return False, "; ".join(failures)
-    return True, "J-SHIS and the hazard map portal answered"
+    return True, "J-SHIS and the hazard map portal answered, every layer's sample readable"
 
 
 def choose_provider(config: Mapping[str, Any]) -> tuple[LayerProvider, dict[str, Any]]:
