@@ -235,9 +235,7 @@ def test_the_exact_tile_count_decides_the_zoom_for_scattered_islands():
         (200, filled((0, 0x80, 0)), "colours not in the published legend"),
     ],
 )
-def test_a_sample_that_is_missing_transparent_or_off_legend_is_not_available(
-    status, png, verdict
-):
+def test_a_sample_that_is_missing_transparent_or_off_legend_is_not_available(status, png, verdict):
     result = judge("flood_zones", "12/3638/1612", status, png)
     assert result["ok"] is False and verdict in result["verdict"]
 
