@@ -28,6 +28,7 @@ from PIL import Image
 
 from ..errors import ProviderError, UpstreamError
 from .http import Client, RetryPolicy
+from .zones import PER_PREFECTURE, dataset_keys
 from .tiles import (
     LEGENDS,
     TILE_SIZE,
@@ -49,8 +50,6 @@ ZONE_DATASETS = {
     "steep_slope_zones": "05_kyukeishakeikaikuiki_data",
     "landslide_zones": "05_jisuberikeikaikuiki_data",
 }
-# The datasets published per prefecture, with no national path (the catalogue).
-PER_PREFECTURE = frozenset({"debris_flow_zones", "steep_slope_zones", "landslide_zones"})
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -116,8 +115,6 @@ class PortalProvider:
 
     def keys(self, area: Any, dataset: str) -> list[str]:
         """Return the tiles covering the area's outline at the deepest zoom in budget."""
-        from .zones import dataset_keys
-
         return dataset_keys(area, dataset)
 
     def origin(self, dataset: str) -> str:

@@ -20,6 +20,8 @@ from ..place.outlines import Outline, outline_of, prefectures_touching
 from . import tiles
 
 DEFAULT_TILE_BUDGET = 64
+# The datasets the portal publishes per prefecture, with no national path (its catalogue).
+PER_PREFECTURE = frozenset({"debris_flow_zones", "steep_slope_zones", "landslide_zones"})
 _settings = {"budget": DEFAULT_TILE_BUDGET}
 
 
@@ -78,8 +80,6 @@ def plan(area: Any) -> Plan:
 
 def dataset_keys(area: Any, dataset: str) -> list[str]:
     """Return the keys a zone dataset is fetched by: per prefecture where it is published so."""
-    from .portal import PER_PREFECTURE
-
     planned = plan(area)
     if dataset not in PER_PREFECTURE:
         return planned.keys
