@@ -28,7 +28,6 @@ from PIL import Image
 
 from ..errors import ProviderError, UpstreamError
 from .http import Client, RetryPolicy
-from .zones import PER_PREFECTURE, dataset_keys
 from .tiles import (
     LEGENDS,
     TILE_SIZE,
@@ -39,6 +38,7 @@ from .tiles import (
     read_rgba,
     zones_of,
 )
+from .zones import PER_PREFECTURE, dataset_keys
 
 DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 
