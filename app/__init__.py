@@ -5,6 +5,8 @@ app.points, app.assessment and the root modules together.
 """
 
 import logging
+import os
+import threading
 from typing import Any
 
 from flask import Flask
@@ -98,6 +100,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         logging.getLogger(__name__).warning(
             "LAYER_PROVIDER unset: serving %s data (%s)", choice["mode"], choice["reason"]
         )
+        # Asked again every few minutes, per process: started by the first request a
+        # process serves (gunicorn forks after this), not here.
+        app.extensions["provider_recheck"] = {"pid": 0, "stop": threading.Event()}
+        app.before_request(lambda: _start_recheck(app))
 
     def caches(size_key: str, ttl_key: str, ttl_of: Any = None) -> object:
         local = SingleFlightCache(
@@ -171,3 +177,28 @@ def _shared_layer_cache(app: Flask) -> bool:
     if setting not in ("auto", "on", "off"):
         raise ValueError(f"SHARED_LAYER_CACHE must be auto, on or off, not {setting!r}")
     return setting == "on" or (setting == "auto" and app.config["JOB_EXECUTOR"] == "procrastinate")
+
+
+_recheck_lock = threading.Lock()
+
+
+def _start_recheck(app: Flask) -> None:
+    """Start this process's provider recheck once (LAYER_PROVIDER unset)."""
+    state = app.extensions["provider_recheck"]
+    if state["pid"] == os.getpid():
+        return
+    with _recheck_lock:
+        if state["pid"] == os.getpid():
+            return
+        state["pid"] = os.getpid()
+    from .assessment.sources.providers import recheck
+
+    def switch(provider: Any, choice: dict[str, Any]) -> None:
+        app.extensions["layer_provider"], app.extensions["provider_choice"] = provider, choice
+
+    threading.Thread(
+        target=recheck,
+        args=(dict(app.config), switch, state["stop"]),
+        name="provider-recheck",
+        daemon=True,
+    ).start()

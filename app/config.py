@@ -47,6 +47,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "LAYER_HTTP_PER_HOST": (int, 4),
     "ZONE_TILE_BUDGET": (int, 64),
     "PROVIDER_PROBE_SECONDS": (float, 3),
+    "PROVIDER_RECHECK_SECONDS": (float, 300),
     "SHARED_LAYER_CACHE": (str, "auto"),
     "REPORT_RETENTION_DAYS": (float, 30),
     "HOUSEKEEPING_INTERVAL_SECONDS": (float, 600),

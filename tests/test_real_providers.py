@@ -27,7 +27,7 @@ from app.assessment.sources.http import RetryPolicy, retry_after_seconds
 from app.assessment.sources.jshis import JshisProvider
 from app.assessment.sources.portal import PER_PREFECTURE, SAMPLE_TILES, ZONE_DATASETS
 from app.assessment.sources.providers import ZONES, RoutedProvider, make_provider
-from tests.conftest import Answer, job_id_from, serve_http, signed_in
+from tests.conftest import Answer, job_id_from, serve_http, signed_in, wait_for
 from tests.test_jobs import attr, poll_until, settled
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -482,7 +482,7 @@ def test_a_layer_whose_sample_is_missing_or_blank_is_not_available(
     # The start probe, unset, serves the demo and says which layer and why.
     app = make_app(**config(service, LAYER_PROVIDER=""))
     choice = app.extensions["provider_choice"]
-    assert choice["mode"] == "demo" and verdict in choice["reason"] and moved in choice["reason"]
+    assert choice["mode"] == "demo" and f"steep_slope_zones: {verdict}" in choice["reason"]
 
 
 def _transparent() -> bytes:
@@ -506,7 +506,7 @@ def test_unset_the_services_are_asked_once_and_real_data_is_served(make_app, ser
     # J-SHIS once, and the portal once per layer: its sample tile.
     assert service.count("/pshm/") == 1 and service.count("/portal/") == len(ZONE_DATASETS)
     page = client.get("/").get_data(as_text=True)
-    assert 'data-provider-mode="real"' in page and "answered when this server started" in page
+    assert 'data-provider-mode="real"' in page and "Reports read real public data, since" in page
     assert 'data-provider-mode="real"' in client.get("/assessments/new").get_data(as_text=True)
 
 
@@ -519,6 +519,37 @@ def test_unset_a_silent_service_means_the_demo_and_says_why(make_app, service, c
     page = client.get("/assessments/new").get_data(as_text=True)
     assert 'data-provider-mode="demo"' in page and "HTTP 503" in page
     assert "serving demo data" in caplog.text
+
+
+def test_unset_the_services_are_asked_again_and_real_data_follows_them(make_app, service, caplog):
+    from app.assessment.sources.providers import serving
+
+    down = lambda path: (503, b"", {}) if "/portal/" in path else normal(path)  # noqa: E731
+    service.answer = down
+    settings = config(service, LAYER_PROVIDER="", PROVIDER_RECHECK_SECONDS=0.2)
+    app, client, actions = signed_in(make_app, **settings)
+    try:
+        assert app.extensions["provider_choice"]["mode"] == "demo"
+        mode, since, reason = serving()
+        assert mode == "demo" and "HTTP 503" in reason
+        ja = client.get("/", headers={"Accept-Language": "ja"}).get_data(as_text=True)
+        # The reason in the reader's language, not the English of the log.
+        assert "ハザードマップポータルサイト：サービスが停止中です（HTTP 503）" in ja
+        assert "the service is unavailable" not in ja
+        service.answer = normal  # the portal is back: the next recheck switches to real
+        wait_for(lambda: app.extensions["provider_choice"]["mode"] == "real", timeout=20)
+        assert not app.extensions["layer_provider"].is_demo
+        assert serving()[0] == "real" and serving()[1] > since
+        assert caplog.text.count("now serving real data") == 1  # once per change
+        page = client.get("/").get_data(as_text=True)
+        assert (
+            'data-provider-mode="real"' in page and "Reports read real public data, since" in page
+        )
+        service.answer = down  # and down again: back to the demo, saying so
+        wait_for(lambda: app.extensions["provider_choice"]["mode"] == "demo", timeout=20)
+        assert "now serving demo data" in caplog.text
+    finally:
+        app.extensions["provider_recheck"]["stop"].set()
 
 
 def test_an_explicit_provider_always_wins(make_app, service) -> None:

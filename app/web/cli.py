@@ -110,7 +110,7 @@ def providers_check() -> None:
     timeout = float(current_app.config.get("LAYER_HTTP_TIMEOUT_SECONDS") or 10)
     started = time.monotonic()
     failed = False
-    for name, ok, seen in check_real(make_provider(config), timeout):
+    for name, ok, seen, _ in check_real(make_provider(config), timeout):
         failed = failed or not ok
         click.echo(f"{'ok    ' if ok else 'FAILED'} {name}: {seen}")
     click.echo(f"({(time.monotonic() - started) * 1000:.0f} ms)")
