@@ -112,8 +112,8 @@ def test_two_jobs_for_one_place_share_each_call(sapporo) -> None:
 
 
 # The demo's Sapporo, pinned: a field or hash that varied between processes changes these.
-PINNED_LEVELS = [5, 5, 3, 5, 5]  # the worst class present decides (issue 33)
-PINNED_SCORE = 84
+PINNED_LEVELS = [5, 5, 4, 5, 5]  # the worst class present decides (issue 33)
+PINNED_SCORE = 87
 PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concerns are flood, tsunami, landslide"
 
 

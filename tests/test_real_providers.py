@@ -296,12 +296,13 @@ def test_a_job_with_real_providers_reads_the_zones_inside_the_outline(
     # No zone found: no level, never "very low", and the page says what it means.
     assert tsunami["state"] == "no_zone" and tsunami["level"] is None
     liquefaction = next(layer for layer in report["layers"] if layer["key"] == "liquefaction")
-    assert liquefaction["shares"]["moderate"] == 1.0  # JCODE 15 at every mesh
+    assert liquefaction["shares"]["high"] == 1.0  # JCODE 15 at every mesh
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
-    assert "National Seismic Hazard Maps for Japan (2024)" in page
+    assert "probabilistic seismic hazard map, evaluated at 2024-01-01" in page
     assert "Hazard Map Portal Site" in page and "01_flood_l2_shinsuishin_data" in page
     japanese = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
-    assert "全国地震動予測地図2024年版" in japanese and "ハザードマップポータルサイト" in japanese
+    assert "確率論的地震動予測地図（2024年1月1日評価）" in japanese
+    assert "ハザードマップポータルサイト" in japanese
     assert 'data-dataset="faults" data-real="yes"' in page
     assert "demonstration data" not in page.lower() and 'class="report-demo"' not in page
     assert "not the municipality&#39;s hazard map" in page

@@ -231,10 +231,12 @@ def test_the_report_says_the_outline_is_coarser_and_whence(client, actions, app,
         (20, "high"),
         (19, "high"),
         (14, "high"),
-        (15, "moderate"),
+        (15, "high"),  # 三角州・海岸低地
+        (16, "high"),  # 砂州・砂礫州
+        (17, "high"),  # 砂丘: among the landforms that liquefy most (Matsuoka et al. 2011)
         (13, "moderate"),
         (11, "low"),
-        (17, "low"),
+        (0, "not_mapped"),
         (1, "very_low"),
         (9, "very_low"),
         (24, "water"),
