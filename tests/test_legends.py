@@ -246,3 +246,105 @@ def test_a_painted_sample_is_available_with_its_shares():
     result = judge("debris_flow_zones", "13/8/226/102", 200, encode(pixels))
     assert result["ok"] and result["painted"] == 0.25 and result["unknown"] == 0.0
     assert result["path"] == ZONE_DATASETS["debris_flow_zones"]
+
+
+# --- how the report words levels, states and small shares ---------------------------------------
+
+
+def rows(landslide_share: float) -> list[dict]:
+    """Stored layer rows: flood found nothing, tsunami is not published, landslide maybe."""
+    found = landslide_share > 0
+    return [
+        {"key": "flood", "state": "no_zone", "index": None, "numbers": {}, "shares": {}},
+        {
+            "key": "tsunami",
+            "state": "not_published",
+            "reason": "islands only",
+            "reason_ja": "島しょ部のみ",
+            "index": None,
+            "numbers": {},
+            "shares": {},
+        },
+        {
+            "key": "liquefaction",
+            "state": "read",
+            "index": analysis.index_of(3),
+            "numbers": {"moderate_or_high_share": 0.3},
+        },
+        {
+            "key": "landslide",
+            "state": "zones" if found else "no_zone",
+            "index": analysis.index_of(3) if found else None,
+            "numbers": {"worst_class_share": landslide_share} if found else {},
+            "worst": "landslide_warning" if found else None,
+        },
+        {
+            "key": "seismic",
+            "state": "read",
+            "index": analysis.index_of(2),
+            "numbers": {"shaking_prob_30y": 0.02},
+        },
+    ]
+
+
+NO_ZONE_JA = "指定区域は見つかりませんでした（安全とは限りません。データが未整備の場合があります）"
+NO_ZONE_EN = "No designated zone found (not necessarily safe: the data may not be prepared)"
+
+
+@pytest.mark.parametrize(
+    ("lang", "tiny", "no_zone", "not_published"),
+    [
+        ("ja", "0.1 %未満", NO_ZONE_JA, "この都道府県の公開データはありません"),
+        ("en", "under 0.1 %", NO_ZONE_EN, "Not published for this prefecture"),
+    ],
+)
+def test_layers_without_a_level_say_why_and_never_very_low(app, lang, tiny, no_zone, not_published):
+    from flask import render_template
+
+    area = resolve_place("千代田区")
+    described = analysis.describe(area, lang, rows(0.0003))
+    levels = {row["key"]: row["level"] for row in described["layers"]}
+    assert levels == {
+        "flood": None,
+        "tsunami": None,
+        "liquefaction": 3,
+        "landslide": 3,
+        "seismic": 2,
+    }
+    # Only layers with a level count: the headline is level 3, not dragged by "no zone".
+    assert described["level"] == 3 and set(described["worst"]) == {"liquefaction", "landslide"}
+    assert described["least"] == ["seismic"] and described["zones_found"] is True
+    report = {
+        "area": area.to_dict(),
+        "lang": lang,
+        "provider": "demo",
+        "generated_at": "2026-12-01T00:00:00+00:00",
+        **described,
+    }
+    with app.test_request_context():
+        html = render_template("partials/_report.html", report=report)
+    assert 'data-layer="flood" data-state="no_zone"' in html and no_zone in html
+    assert 'data-layer="tsunami" data-state="not_published"' in html and not_published in html
+    # Never "very low": no layer, and no bar, at level 1.
+    assert 'class="report-level-1"' not in html and "report-level-1 " not in html
+    assert html.count('class="report-bar report-level-none"') == 2
+    # The landslide share that decides its level is 0.03 %: said as under 0.1 %, not 0.0 %.
+    assert f'<span class="report-figure-value">{tiny}</span>' in html
+
+
+def test_with_no_zone_found_anywhere_the_headline_says_so(app):
+    from flask import render_template
+
+    area = resolve_place("千代田区")
+    for lang, words in (
+        ("en", "No designated zone"),
+        ("ja", "指定区域（洪水・津波・土砂災害）は見つかりませんでした"),
+    ):
+        described = analysis.describe(area, lang, rows(0.0))
+        assert described["zones_found"] is False and words in described["narrative"]
+        assert described["level"] == 3  # liquefaction's: the zone layers have none
+        report = {"area": area.to_dict(), "lang": lang, "provider": "demo",
+                  "generated_at": "2026-12-01T00:00:00+00:00", **described}  # fmt: skip
+        with app.test_request_context():
+            html = render_template("partials/_report.html", report=report)
+        assert 'data-zones-found="no"' in html

@@ -417,6 +417,33 @@ def test_a_cache_filled_by_the_demo_is_never_read_back_as_real(service: Service)
     assert flood["shares"]["1-3"] == 1.0 and flood["real"] is True
 
 
+def test_a_place_across_two_prefectures_reads_each_ones_landslide_tiles(service: Service) -> None:
+    from app.assessment.work import run_assessment
+    from app.caches.singleflight import SingleFlightCache
+
+    slides = ZONE_DATASETS["landslide_zones"]
+    # Kanagawa (14) paints every tile special warning; Tokyo (13) has none (404).
+    special = sample_tile((0xB4, 0x00, 0x28))
+    service.answer = lambda path: (
+        (200, special, {}) if path.startswith(f"/portal/{slides}/14/") else normal(path)
+    )
+    area = resolve_place("35.5517, 139.7008")  # on the Tama river, 大田区 and 川崎市
+    provider = make_provider(config(service))
+    report = run_assessment(
+        area, "en", provider=provider, cache=SingleFlightCache(), progress=lambda *a: 0
+    )
+    tiles_read = len(zones.plan(area).tiles)
+    assert service.count(f"/portal/{slides}/13/") == tiles_read
+    assert service.count(f"/portal/{slides}/14/") == tiles_read
+    landslide = next(layer for layer in report["layers"] if layer["key"] == "landslide")
+    assert landslide["worst"] == "landslide_special" and landslide["level"] == 5
+    assert 0 < landslide["shares"]["landslide_special"] < 1
+    assert report["extent"]["prefectures"] == [
+        area.code[:2],
+        "14" if area.code[:2] == "13" else "13",
+    ]
+
+
 def test_no_such_tile_is_cached_a_day_at_most_and_a_tile_a_week() -> None:
     from app.assessment.sources.portal import tile_ttl
     from app.caches.singleflight import SingleFlightCache

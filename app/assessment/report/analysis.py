@@ -349,6 +349,8 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
         "least": list(head.least),
         "narrative": narrative(area, lang, head.score, score_label, read)
         + no_zone_sentence(lang, layers),
+        # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
+        "zones_found": any(row["level"] for row in layers if row["key"] in ZONE_LAYERS),
     }
 
 
