@@ -348,3 +348,32 @@ def test_with_no_zone_found_anywhere_the_headline_says_so(app):
         with app.test_request_context():
             html = render_template("partials/_report.html", report=report)
         assert 'data-zones-found="no"' in html
+
+
+# --- the landslide data's terms and credit --------------------------------------------------------
+
+
+def test_every_prefecture_has_its_landslide_terms_and_the_required_statements():
+    from app.assessment.report import provenance
+    from app.assessment.sources import terms
+
+    uses = [row["commercial_use"] for row in terms.table().values()]
+    assert len(uses) == 47 and uses.count("permitted") == 41 and uses.count("forbidden") == 1
+    conditional = sorted(
+        code for code, row in terms.table().items() if row["commercial_use"] != "permitted"
+    )
+    assert conditional == ["14", "26", "30", "31", "34", "42"]
+    assert all("A33_permision_R7.xlsx" in row["source"] for row in terms.table().values())
+    sources = {"landslide_zones": {"real": True}, "flood_zones": {"real": True}}
+    for place, statement in (
+        ("和歌山市", "原典資料提供元の和歌山県が有しているデータを加工したものです。"),
+        ("広島市", "土砂災害ポータルひろしまおよび広島県Dobox"),
+        ("長崎市", "出典：長崎県、国土数値情報（CC BY 4.0）"),
+        ("札幌市", ""),
+    ):
+        prov = provenance.describe(sources, resolve_place(place))
+        assert statement in prov["landslide_terms"]["statement_ja"]
+        credits = " ".join(s["credit_ja"] for s in prov["services"])
+        assert "「国土数値情報（令和７年度土砂災害警戒区域）」をもとに国土地理院が加工" in credits
+        # The report speaks of the data, never of how this table was made.
+        assert "未確認" not in str(prov) and "internet" not in str(prov)
