@@ -7,6 +7,8 @@ app.points, app.assessment and the root modules together.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -107,9 +109,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         logging.getLogger(__name__).warning(
             "LAYER_PROVIDER unset: serving %s data (%s)", choice["mode"], choice["reason"]
         )
+        # Asked again every few minutes, per process: started by the first request a
+        # process serves (gunicorn forks after this), not here.
+        app.extensions["provider_recheck"] = {"pid": 0, "stop": threading.Event()}
+        app.before_request(lambda: _start_recheck(app))
 
-    def caches(size_key: str, ttl_key: str) -> object:
-        local = SingleFlightCache(maxsize=app.config[size_key], ttl=app.config[ttl_key])
+    def caches(size_key: str, ttl_key: str, ttl_of: Any = None) -> object:
+        local = SingleFlightCache(
+            maxsize=app.config[size_key], ttl=app.config[ttl_key], ttl_of=ttl_of
+        )
         if not _shared_layer_cache(app):
             return local
         from .assessment.report.analysis import LAYERS
@@ -123,13 +131,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
 
+    from .assessment.sources.portal import tile_ttl
     from .assessment.sources.providers import ZONES
     from .caches.routed import RoutedCache
 
     # Tiles (id/z/x/y) live long: the portal's zones change a few times a year.
     app.extensions["layer_cache"] = RoutedCache(
         caches("LAYER_CACHE_SIZE", "LAYER_CACHE_TTL_SECONDS"),
-        caches("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS"),
+        caches("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS", tile_ttl),
         ZONES,
     )
 
@@ -177,3 +186,28 @@ def _shared_layer_cache(app: Flask) -> bool:
     if setting not in ("auto", "on", "off"):
         raise ValueError(f"SHARED_LAYER_CACHE must be auto, on or off, not {setting!r}")
     return setting == "on" or (setting == "auto" and app.config["JOB_EXECUTOR"] == "procrastinate")
+
+
+_recheck_lock = threading.Lock()
+
+
+def _start_recheck(app: Flask) -> None:
+    """Start this process's provider recheck once (LAYER_PROVIDER unset)."""
+    state = app.extensions["provider_recheck"]
+    if state["pid"] == os.getpid():
+        return
+    with _recheck_lock:
+        if state["pid"] == os.getpid():
+            return
+        state["pid"] = os.getpid()
+    from .assessment.sources.providers import recheck
+
+    def switch(provider: Any, choice: dict[str, Any]) -> None:
+        app.extensions["layer_provider"], app.extensions["provider_choice"] = provider, choice
+
+    threading.Thread(
+        target=recheck,
+        args=(dict(app.config), switch, state["stop"]),
+        name="provider-recheck",
+        daemon=True,
+    ).start()

@@ -112,9 +112,9 @@ def test_two_jobs_for_one_place_share_each_call(sapporo) -> None:
 
 
 # The demo's Sapporo, pinned: a field or hash that varied between processes changes these.
-PINNED_LEVELS = [5, 2, 3, 3, 5]
-PINNED_SCORE = 80  # the weighted mean, 69, raised to level 5's band
-PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concerns are flood and earthquake shaking"
+PINNED_LEVELS = [5, 5, 4, 5, 5]  # the worst class present decides (issue 33)
+PINNED_SCORE = 87
+PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concerns are flood, tsunami, landslide"
 
 
 def test_the_demo_report_is_deterministic(sapporo) -> None:

@@ -72,5 +72,7 @@ def test_a_tie_for_the_greatest_hazard_names_each_layer():
 def test_a_report_with_every_layer_alike_says_so_once():
     rows = [{"key": layer.key, "index": 0.3, "numbers": {}} for layer in analysis.LAYERS]
     ja = analysis.describe(area(), "ja", rows)
-    assert ja["narrative"].startswith("東京都千代田区では、すべての項目が同じレベル2（低い）です。")
+    assert ja["narrative"].startswith(
+        "東京都千代田区では、レベルのある項目がすべて同じレベル2（低い）です。"
+    )
     assert ja["narrative"].count("レベル2") == 1

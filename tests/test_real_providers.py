@@ -25,9 +25,9 @@ from app.assessment.place.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.sources import tiles, zones
 from app.assessment.sources.http import RetryPolicy, retry_after_seconds
 from app.assessment.sources.jshis import JshisProvider
-from app.assessment.sources.portal import ZONE_DATASETS
+from app.assessment.sources.portal import PER_PREFECTURE, SAMPLE_TILES, ZONE_DATASETS
 from app.assessment.sources.providers import ZONES, RoutedProvider, make_provider
-from tests.conftest import Answer, job_id_from, serve_http, signed_in
+from tests.conftest import Answer, job_id_from, serve_http, signed_in, wait_for
 from tests.test_jobs import attr, poll_until, settled
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -39,7 +39,7 @@ def recorded(name: str) -> bytes:
 
 
 PAINTED = "札幌市中央区"  # the flood tiles are painted over exactly this ward's outline
-PAINT = (0xFF, 0xD8, 0xC0, 255)  # the depth legend's 0.5-3 m
+PAINT = (0xFF, 0xD8, 0xC0, 255)  # the depth legend's 1-3 m
 
 
 def painted_tile(key: str) -> bytes | None:
@@ -58,12 +58,31 @@ def painted_tile(key: str) -> bytes | None:
     return out.getvalue()
 
 
+def sample_tile(colour: tuple[int, int, int]) -> bytes:
+    """A sample tile constructed to the legend: its top quarter painted in one colour."""
+    pixels = np.zeros((tiles.TILE_SIZE, tiles.TILE_SIZE, 4), dtype=np.uint8)
+    pixels[:64] = (*colour, 255)
+    out = io.BytesIO()
+    Image.fromarray(pixels, "RGBA").save(out, "PNG")
+    return out.getvalue()
+
+
+SAMPLES = {
+    f"/portal/{ZONE_DATASETS[dataset]}/{key}.png": tiles.zones_of(
+        tiles.LEGENDS[ZONE_DATASETS[dataset]]
+    )[-1].rgb
+    for dataset, key in SAMPLE_TILES.items()
+}
+
+
 def normal(path: str) -> Answer:
     """Answer as the services do when all is well."""
     if "/pshm/" in path:
         return 200, recorded("jshis_pshm_ok.geojson"), {}
     if "/sstrct/" in path:
         return 200, recorded("jshis_sstrct_ok.geojson"), {}
+    if path in SAMPLES:  # each layer's sample tile, painted, as the probe expects
+        return 200, sample_tile(SAMPLES[path]), {"Content-Type": "image/png"}
     if path.startswith("/portal/" + ZONE_DATASETS["flood_zones"] + "/"):
         key = path.removeprefix("/portal/" + ZONE_DATASETS["flood_zones"] + "/")
         body = painted_tile(key.removesuffix(".png"))
@@ -258,28 +277,41 @@ def test_a_job_with_real_providers_reads_the_zones_inside_the_outline(
     planned = len(zones.plan(area).tiles)
     # Each mesh once per J-SHIS dataset, each tile once per zone dataset: the bound.
     assert service.count("/pshm/") == meshes and service.count("/sstrct/") == meshes
-    for dataset_id in ZONE_DATASETS.values():
-        assert service.count(f"/portal/{dataset_id}/") == planned
+    for dataset, dataset_id in ZONE_DATASETS.items():
+        # The landslide datasets per prefecture (Hokkaido's, 01), the others national.
+        path = (
+            f"/portal/{dataset_id}/01/" if dataset in PER_PREFECTURE else f"/portal/{dataset_id}/"
+        )
+        assert service.count(path) == planned
     report = client.get(f"/assessments/{job_id}/report.json").get_json()
     flood = next(layer for layer in report["layers"] if layer["key"] == "flood")
     # Painted over exactly the outline's pixels: every pixel read is 0.5-3 m.
-    assert flood["shares"]["0.5-3"] == 1.0 and flood["shares"]["none"] == 0.0
-    assert flood["worst"] == "0.5-3" and flood["level"] == 3 and flood["mapped"] is True
+    assert flood["shares"]["1-3"] == 1.0 and flood["shares"]["none"] == 0.0
+    assert flood["worst"] == "1-3" and flood["level"] == 3 and flood["mapped"] is True
     (source,) = flood["source"]
     assert source["dataset_id"] == "01_flood_l2_shinsuishin_data"
     assert source["zoom"] == report["extent"]["zoom"] and source["real"] is True
     tsunami = next(layer for layer in report["layers"] if layer["key"] == "tsunami")
     assert tsunami["shares"]["none"] == 1.0 and tsunami["worst"] is None  # 404: no zone
+    # No zone found: no level, never "very low", and the page says what it means.
+    assert tsunami["state"] == "no_zone" and tsunami["level"] is None
     liquefaction = next(layer for layer in report["layers"] if layer["key"] == "liquefaction")
-    assert liquefaction["shares"]["moderate"] == 1.0  # JCODE 15 at every mesh
+    assert liquefaction["shares"]["high"] == 1.0  # JCODE 15 at every mesh
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
-    assert "National Seismic Hazard Maps for Japan (2024)" in page
+    assert "probabilistic seismic hazard map, evaluated at 2024-01-01" in page
     assert "Hazard Map Portal Site" in page and "01_flood_l2_shinsuishin_data" in page
     japanese = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
-    assert "全国地震動予測地図2024年版" in japanese and "ハザードマップポータルサイト" in japanese
+    assert "確率論的地震動予測地図（2024年1月1日評価）" in japanese
+    assert "ハザードマップポータルサイト" in japanese
     assert 'data-dataset="faults" data-real="yes"' in page
     assert "demonstration data" not in page.lower() and 'class="report-demo"' not in page
     assert "not the municipality&#39;s hazard map" in page
+    assert "No designated zone found (not necessarily safe: the data may not be prepared)" in page
+    assert (
+        "指定区域は見つかりませんでした（安全とは限りません。データが未整備の場合があります）"
+        in (japanese)
+    )
+    assert 'data-layer="tsunami" data-state="no_zone"' in page
     # A second job for the same place asks nothing again: the caches answer.
     before = len(service.hits)
     job_id = job_id_from(actions.submit(PAINTED, confirm="yes"))  # paying again, knowingly
@@ -343,17 +375,107 @@ def test_no_data_at_any_mesh_fails_the_job_honestly(make_app, service: Service, 
     assert sql("SELECT point_balance FROM users") == [(3,)]
 
 
+def test_tiles_in_colours_of_no_legend_fail_the_job_refund_and_alert(
+    make_app, service: Service, sql
+) -> None:
+    # The portal changed its flood colours: every painted pixel is off the published legend.
+    def recoloured(path: str) -> Answer:
+        status, body, headers = normal(path)
+        if status == 200 and path.startswith("/portal/" + ZONE_DATASETS["flood_zones"]):
+            pixels = np.asarray(Image.open(io.BytesIO(body)).convert("RGBA")).copy()
+            pixels[pixels[..., 3] > 0] = (0x00, 0x66, 0xCC, 255)
+            out = io.BytesIO()
+            Image.fromarray(pixels, "RGBA").save(out, "PNG")
+            return 200, out.getvalue(), headers
+        return status, body, headers
+
+    service.answer = recoloured
+    app, html = failed_and_refunded(make_app, service)
+    assert "colours its published legend does not have" in html  # never "no zone"
+    assert sql("SELECT error_code FROM assessment_jobs") == [("PROVIDER_ERROR",)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    ((severity, detail),) = sql("SELECT severity, detail FROM incidents")
+    assert severity == "critical" and "01_flood_l2_shinsuishin_data" in detail
+    assert "#0066CCFF" in detail
+    metrics = app.test_client().get("/metrics").get_data(as_text=True)
+    assert 'hazard_unknown_colour_layers_total{dataset="01_flood_l2_shinsuishin_data"}' in metrics
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_a_cache_filled_by_the_demo_is_never_read_back_as_real(service: Service) -> None:
+    from app.assessment.work import run_assessment
+    from app.caches.singleflight import SingleFlightCache
+
+    cache = SingleFlightCache(maxsize=4096, ttl=3600)
+    area = resolve_place(PAINTED)
+    for name in ("demo", "real"):
+        provider = make_provider({**config(service), "LAYER_PROVIDER": name})
+        report = run_assessment(area, "en", provider=provider, cache=cache, progress=lambda *a: 0)
+    # The real run asked the portal for every tile, whatever the demo had cached.
+    assert service.count("/portal/" + ZONE_DATASETS["flood_zones"]) == len(zones.plan(area).tiles)
+    flood = next(layer for layer in report["layers"] if layer["key"] == "flood")
+    assert flood["shares"]["1-3"] == 1.0 and flood["real"] is True
+
+
+def test_a_place_across_two_prefectures_reads_each_ones_landslide_tiles(service: Service) -> None:
+    from app.assessment.work import run_assessment
+    from app.caches.singleflight import SingleFlightCache
+
+    slides = ZONE_DATASETS["landslide_zones"]
+    # Kanagawa (14) paints every tile special warning; Tokyo (13) has none (404).
+    special = sample_tile((0xB4, 0x00, 0x28))
+    service.answer = lambda path: (
+        (200, special, {}) if path.startswith(f"/portal/{slides}/14/") else normal(path)
+    )
+    area = resolve_place("35.5517, 139.7008")  # on the Tama river, 大田区 and 川崎市
+    provider = make_provider(config(service))
+    report = run_assessment(
+        area, "en", provider=provider, cache=SingleFlightCache(), progress=lambda *a: 0
+    )
+    tiles_read = len(zones.plan(area).tiles)
+    assert service.count(f"/portal/{slides}/13/") == tiles_read
+    assert service.count(f"/portal/{slides}/14/") == tiles_read
+    landslide = next(layer for layer in report["layers"] if layer["key"] == "landslide")
+    assert landslide["worst"] == "landslide_special" and landslide["level"] == 5
+    assert 0 < landslide["shares"]["landslide_special"] < 1
+    assert report["extent"]["prefectures"] == [
+        area.code[:2],
+        "14" if area.code[:2] == "13" else "13",
+    ]
+
+
+def test_no_such_tile_is_cached_a_day_at_most_and_a_tile_a_week() -> None:
+    from app.assessment.sources.portal import tile_ttl
+    from app.caches.singleflight import SingleFlightCache
+
+    now = [0.0]
+    cache = SingleFlightCache(ttl=7 * 86400, timer=lambda: now[0], ttl_of=tile_ttl)
+    calls = []
+
+    def answer(png):
+        return lambda: calls.append(png) or {"png": png}
+
+    cache.get(("flood_zones", "1", "portal x"), answer(None))
+    cache.get(("flood_zones", "2", "portal x"), answer("iVBO"))
+    now[0] = 86400 + 1
+    cache.get(("flood_zones", "1", "portal x"), answer(None))  # asked again after a day
+    cache.get(("flood_zones", "2", "portal x"), answer("iVBO"))  # still cached
+    assert calls == [None, "iVBO", None]
+
+
 # --- flask providers-check -------------------------------------------------------------------
 
 
-def test_providers_check_asks_the_portal_for_one_tile_per_layer(make_app, service: Service) -> None:
+def test_providers_check_asks_each_layers_sample_tile(make_app, service: Service) -> None:
     app = make_app(**config(service))
     result = app.test_cli_runner().invoke(args=["providers-check"])
     assert result.exit_code == 0, result.output
-    assert "jshis: {'shaking_prob_30y': 0.40622} (" in result.output and " ms)" in result.output
-    for dataset_id in ZONE_DATASETS.values():
-        assert service.count(f"/portal/{dataset_id}/") == 1
-        assert f"portal {dataset_id}:" in result.output
+    assert "J-SHIS: {'shaking_prob_30y': 0.40622}" in result.output
+    for dataset, dataset_id in ZONE_DATASETS.items():
+        key = SAMPLE_TILES[dataset]
+        assert service.count(f"/portal/{dataset_id}/{key}.png") == 1
+        line = f"ok     {dataset}: portal {dataset_id} {key}: HTTP 200, painted 25.0%"
+        assert line in result.output and "unknown colours 0.0%: available" in result.output
 
 
 def test_providers_check_fails_loudly(make_app, service: Service) -> None:
@@ -361,8 +483,40 @@ def test_providers_check_fails_loudly(make_app, service: Service) -> None:
     app = make_app(**config(service))
     result = app.test_cli_runner().invoke(args=["providers-check"])
     assert result.exit_code == 1
-    assert "jshis: FAILED" in result.output and "request limit" in result.output
-    assert "FAILED: " in result.output.split("portal", 1)[1]
+    assert "FAILED J-SHIS" in result.output and "request limit" in result.output
+    assert "FAILED flood_zones: portal" in result.output
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        ((404, b"Not Found", {}), "the sample tile is missing (HTTP 404)"),
+        ((200, b"", {}), "the sample is not a readable PNG tile"),
+        (None, "the sample tile is all transparent"),
+    ],
+)
+def test_a_layer_whose_sample_is_missing_or_blank_is_not_available(
+    make_app, service: Service, answer, verdict
+) -> None:
+    # One layer's path moved (404), or its sample came back blank: that layer is out.
+    blank = (200, _transparent(), {})
+    moved = ZONE_DATASETS["steep_slope_zones"]
+    service.answer = lambda path: (answer or blank) if moved in path else normal(path)
+    app = make_app(**config(service))
+    result = app.test_cli_runner().invoke(args=["providers-check"])
+    assert result.exit_code == 1
+    assert f"FAILED steep_slope_zones: portal {moved}" in result.output
+    assert verdict in result.output and "ok     flood_zones" in result.output
+    # The start probe, unset, serves the demo and says which layer and why.
+    app = make_app(**config(service, LAYER_PROVIDER=""))
+    choice = app.extensions["provider_choice"]
+    assert choice["mode"] == "demo" and f"steep_slope_zones: {verdict}" in choice["reason"]
+
+
+def _transparent() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGBA", (tiles.TILE_SIZE, tiles.TILE_SIZE), (0, 0, 0, 0)).save(out, "PNG")
+    return out.getvalue()
 
 
 def test_providers_check_with_the_demo_says_so(make_app) -> None:
@@ -377,9 +531,10 @@ def test_unset_the_services_are_asked_once_and_real_data_is_served(make_app, ser
     app, client, actions = signed_in(make_app, **config(service, LAYER_PROVIDER=""))
     assert app.extensions["provider_choice"]["mode"] == "real"
     assert not app.extensions["layer_provider"].is_demo
-    assert service.count("/pshm/") == 1 and service.count("/portal/") == 1  # once each
+    # J-SHIS once, and the portal once per layer: its sample tile.
+    assert service.count("/pshm/") == 1 and service.count("/portal/") == len(ZONE_DATASETS)
     page = client.get("/").get_data(as_text=True)
-    assert 'data-provider-mode="real"' in page and "answered when this server started" in page
+    assert 'data-provider-mode="real"' in page and "Reports read real public data, since" in page
     assert 'data-provider-mode="real"' in client.get("/assessments/new").get_data(as_text=True)
 
 
@@ -392,6 +547,37 @@ def test_unset_a_silent_service_means_the_demo_and_says_why(make_app, service, c
     page = client.get("/assessments/new").get_data(as_text=True)
     assert 'data-provider-mode="demo"' in page and "HTTP 503" in page
     assert "serving demo data" in caplog.text
+
+
+def test_unset_the_services_are_asked_again_and_real_data_follows_them(make_app, service, caplog):
+    from app.assessment.sources.providers import serving
+
+    down = lambda path: (503, b"", {}) if "/portal/" in path else normal(path)  # noqa: E731
+    service.answer = down
+    settings = config(service, LAYER_PROVIDER="", PROVIDER_RECHECK_SECONDS=0.2)
+    app, client, actions = signed_in(make_app, **settings)
+    try:
+        assert app.extensions["provider_choice"]["mode"] == "demo"
+        mode, since, reason = serving()
+        assert mode == "demo" and "HTTP 503" in reason
+        ja = client.get("/", headers={"Accept-Language": "ja"}).get_data(as_text=True)
+        # The reason in the reader's language, not the English of the log.
+        assert "ハザードマップポータルサイト：サービスが停止中です（HTTP 503）" in ja
+        assert "the service is unavailable" not in ja
+        service.answer = normal  # the portal is back: the next recheck switches to real
+        wait_for(lambda: app.extensions["provider_choice"]["mode"] == "real", timeout=20)
+        assert not app.extensions["layer_provider"].is_demo
+        assert serving()[0] == "real" and serving()[1] > since
+        assert caplog.text.count("now serving real data") == 1  # once per change
+        page = client.get("/").get_data(as_text=True)
+        assert (
+            'data-provider-mode="real"' in page and "Reports read real public data, since" in page
+        )
+        service.answer = down  # and down again: back to the demo, saying so
+        wait_for(lambda: app.extensions["provider_choice"]["mode"] == "demo", timeout=20)
+        assert "now serving demo data" in caplog.text
+    finally:
+        app.extensions["provider_recheck"]["stop"].set()
 
 
 def test_an_explicit_provider_always_wins(make_app, service) -> None:

@@ -146,6 +146,21 @@ class ProviderError(Exception):
         self.reason = reason
 
 
+class UnreadableTiles(ProviderError):
+    """A zone dataset's tiles are painted in colours of no class of its legend: an outage."""
+
+    def __init__(self, dataset: str, path: str, share: float, colours: Mapping[str, int]):
+        seen = sorted(colours.items(), key=lambda item: -item[1])[:8]
+        self.path = path
+        self.share = share
+        self.colours = [colour for colour, _ in seen]
+        reason = (
+            f"the hazard map portal's {path} tiles are painted in colours its published "
+            f"legend does not have ({share:.0%} of the painted pixels): the layer cannot be read"
+        )
+        super().__init__(dataset, path, reason, "colours seen: " + ", ".join(self.colours))
+
+
 class ProviderFailure(Exception):
     """A real provider's call failed for a reason the user can read (dataset not yet known)."""
 

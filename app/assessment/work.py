@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
-from .errors import ProviderError, Stopped
+from .errors import ProviderError, Stopped, UnreadableTiles
 from .place.area import Area
 from .report import maps, provenance
 from .report.analysis import LANGS, LAYERS, Layer, analyse
-from .sources import pixels, portal, terms, tiles, zones
-from .sources.providers import DATASETS, LayerProvider, default_keys
+from .sources import coverage, pixels, portal, tiles, zones
+from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
 Fetched = dict[str, list[dict[str, Any]]]
 
@@ -95,8 +95,11 @@ def run_assessment(
             if stop.is_set():
                 raise Stopped()
             try:  # by keyword: a routing provider passes it through to the real one
+                # Keyed by who answers too: one source's answer is never read as another's.
                 return cache.get(
-                    (dataset, key), lambda: provider.fetch(dataset, key, stop=stop), counter
+                    (dataset, key, origin_of(provider, dataset)),
+                    lambda: provider.fetch(dataset, key, stop=stop),
+                    counter,
                 )
             except Stopped:
                 if stop.is_set():
@@ -106,7 +109,7 @@ def run_assessment(
 
     zone_plan = zones.plan(area)
     masks = zones.Masks(zone_plan.outline.geometry)
-    read = [layer for layer in LAYERS if not terms.omitted(layer.key, area)]
+    read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
     datasets = [ds for layer in read for ds in layer.datasets]
     planned = {ds: len(keys_for(area, ds, provider)) for ds in dict.fromkeys(datasets)}
     done_keys = [0]
@@ -119,26 +122,54 @@ def run_assessment(
     def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
         legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
-        empty = tiles.Reading.start(legend, zone_plan.outline.geometry)
 
-        def one(key: str) -> tiles.Reading:
-            png = portal.decode_answer(fetch(dataset, key) or {"png": None})
-            tile = tiles.parse_tile_key(key)
-            try:  # in the pixel pool: the worker's GIL stays free for its pages
-                return pixels.call(pixels.read_tile, empty, tile, png, masks.packed(tile))
-            except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
-                raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
+        # A tile of a dataset published per prefecture is one key per prefecture read.
+        by_tile: dict[str, list[str]] = {}
+        for key in keys:
+            by_tile.setdefault(portal.split_key(key)[1], []).append(key)
+
+        def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int]]:
+            tile = tiles.parse_tile_key(tile_key)
+            classes, missing, unknown = None, True, {}
+            for key in by_tile[tile_key]:
+                answer = fetch(dataset, key) or {"png": None}
+                png = portal.decode_answer(answer)
+                try:
+                    # in the pixel pool when there is one: the worker's GIL stays free
+                    decoded = pixels.call(pixels.classes_of, png, legend)
+                    if png is not None and (decoded == -1).any():
+                        inside = masks.get(tile)
+                        for colour, n in tiles.unknown_colours(png, decoded, inside).items():
+                            unknown[colour] = unknown.get(colour, 0) + n
+                except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
+                    raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
+                classes = decoded if classes is None else tiles.merge(classes, decoded, legend)
+                missing = missing and png is None  # a 404 in one prefecture: no zone there
+            return tile, classes, missing, unknown
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
         # so at most a batch of tiles' readings waits to be added.
         fetchers = ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-tile")
         try:
-            for start in range(0, len(keys), 2 * TILE_FETCHERS):
-                for part in fetchers.map(one, keys[start : start + 2 * TILE_FETCHERS]):
-                    pixels.merge(reading, part)
-                    tick()
+            batch = list(by_tile)
+            for start in range(0, len(batch), 2 * TILE_FETCHERS):
+                for tile, classes, missing, unknown in fetchers.map(
+                    one, batch[start : start + 2 * TILE_FETCHERS]
+                ):
+                    reading.add(tile, classes, masks.get(tile))
+                    reading.missing += missing
+                    for colour, n in unknown.items():
+                        reading.unknown[colour] = reading.unknown.get(colour, 0) + n
+                    for _ in by_tile[tiles.tile_key(tile)]:
+                        tick()
         finally:
             fetchers.shutdown(wait=False, cancel_futures=True)
+        if reading.unreadable():
+            # Colours of no legend class: the publisher changed its legend, or these are not
+            # its tiles. Never "no zone": the layer cannot be read, the job fails and refunds.
+            raise UnreadableTiles(
+                dataset, portal.ZONE_DATASETS[dataset], reading.unknown_share(), reading.unknown
+            )
         return [maps.as_answer(reading, zone_plan)]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
@@ -163,7 +194,7 @@ def run_assessment(
 
     def fetch_layer(layer: Layer) -> Fetched:
         if layer not in read:
-            return {}  # its data's terms forbid this use here: not fetched at all
+            return {}  # not published for the place, or its terms forbid it: not fetched
         return {ds: fetch_dataset(ds) for ds in layer.datasets}
 
     total = len(LAYERS)

@@ -66,7 +66,8 @@ class SharedSingleFlightCache:
                     conn.rollback()
                     return row.value
                 value = factory()  # an exception rolls back: the lock goes, nothing stored
-                conn.execute(STORE_SQL, {"k": name, "v": json.dumps(value), "ttl": self.ttl})
+                ttl = min(self.ttl, self.local.ttl_of(value))  # a negative answer lives less
+                conn.execute(STORE_SQL, {"k": name, "v": json.dumps(value), "ttl": ttl})
                 conn.execute(PURGE_SQL)
                 conn.commit()
                 return value

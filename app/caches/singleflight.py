@@ -7,7 +7,9 @@ later callers join its in-flight call and get the same value, or the same except
 
 The in-flight entry is removed in ``finally`` whatever happens, BaseException included, so a
 failure is never cached and nobody waits on a call that will not finish. Values live in a
-``cachetools.TTLCache``. Everything here is per process: several processes each call once.
+``cachetools.TLRUCache``: each for ``ttl`` seconds, or less where ``ttl_of(value)`` says so
+(a "no such tile" answer is kept a day at most, a tile a week). Everything here is per
+process: several processes each call once.
 """
 
 import logging
@@ -17,7 +19,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from cachetools import TTLCache
+from cachetools import TLRUCache
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +55,20 @@ class SingleFlightCache:
         ttl: float = 300.0,
         *,
         timer: Callable[[], float] = time.monotonic,
+        ttl_of: Callable[[Any], float] | None = None,
     ) -> None:
         if maxsize < 1 or ttl <= 0:
             raise ValueError("SingleFlightCache needs maxsize >= 1 and ttl > 0")
         self._lock = threading.Lock()
-        self._values: TTLCache[Hashable, Any] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        self.ttl = ttl
+        self.ttl_of = ttl_of or (lambda value: ttl)
+
+        def expires(key: Hashable, value: Any, now: float) -> float:
+            return now + min(ttl, self.ttl_of(value))
+
+        self._values: TLRUCache[Hashable, Any] = TLRUCache(
+            maxsize=maxsize, ttu=expires, timer=timer
+        )
         self._in_flight: dict[Hashable, Future[Any]] = {}
         self._stats = CacheStats()
 

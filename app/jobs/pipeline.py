@@ -15,6 +15,7 @@ from ..assessment import (
     resolve_place,
     run_assessment,
 )
+from ..assessment.errors import UnreadableTiles
 from ..database import dbretry
 from ..operations import failpoints
 from ..points import ledger
@@ -139,6 +140,8 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         log.warning("job %s: the database was out of reach past its lease; work dropped", job_id)
     except ProviderError as exc:
         log.warning("job %s: provider failed: %s", job_id, exc)
+        if isinstance(exc, UnreadableTiles):
+            _unreadable(exc)
         _fail(
             job_id,
             "PROVIDER_ERROR",
@@ -190,6 +193,45 @@ class Lease:
     def ended(self) -> bool:
         """Tell whether the lease has run out."""
         return time.monotonic() >= self.end()
+
+
+_alerted: dict[tuple[str, tuple[str, ...]], float] = {}
+ALERT_AGAIN_SECONDS = 3600.0
+
+
+def _unreadable(exc: UnreadableTiles) -> None:
+    """Count a layer read in colours of no legend class, and alert once an hour per kind.
+
+    Not tied to the job (which fails and refunds as any provider failure does): it is the
+    data that needs an operator, whichever job met it first.
+    """
+    from ..operations import metrics
+    from ..points import incidents
+
+    metrics.UNKNOWN_COLOURS.labels(exc.path).inc()
+    seen = (exc.path, tuple(exc.colours))
+    now = time.monotonic()
+    if now - _alerted.get(seen, -ALERT_AGAIN_SECONDS) < ALERT_AGAIN_SECONDS:
+        return
+    _alerted[seen] = now
+    try:
+        incidents.record(
+            scope="data",
+            code="UNKNOWN_COLOURS",
+            severity="critical",
+            job_id=None,
+            user_id=None,
+            detail=(
+                f"{exc.path}: {exc.share:.1%} of the painted pixels are of no legend colour; "
+                f"colours seen: {', '.join(exc.colours)}"
+            ),
+        )
+    except Exception as error:  # noqa: BLE001 - the job's refund must not wait on an alert
+        if not dbretry.is_transient(error):
+            raise
+        log.warning("could not record the unknown-colours incident: %s", error)
+    finally:
+        dbretry.rollback()
 
 
 def _fail(job_id: uuid.UUID, code: str, message: str, lease: Lease) -> None:

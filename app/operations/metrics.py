@@ -32,6 +32,11 @@ REFUNDS = Counter("hazard_refunds", "Points refunded, by the path that refunded"
 INCIDENTS_OPENED = Counter(
     "hazard_incidents_opened", "Incidents opened, by code and severity", ["code", "severity"]
 )
+UNKNOWN_COLOURS = Counter(
+    "hazard_unknown_colour_layers",
+    "Zone layers not read: too many pixels of no legend colour, by portal dataset",
+    ["dataset"],
+)
 INCIDENTS_RESOLVED = Counter("hazard_incidents_resolved", "Incidents resolved, by code", ["code"])
 # Points people buy (app/points/purchases.py), counted once each: only by the delivery
 # whose INSERT made the ledger row.

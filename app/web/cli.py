@@ -9,7 +9,6 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from ..assessment import ProviderError
 from ..database import limits
 from ..extensions import db
 from ..jobs import sweep as job_sweep
@@ -94,37 +93,29 @@ def sweep() -> None:
     click.echo(f"reaped {reaped}, finalized {finalized}")
 
 
-# A point every service covers (Tokyo Station): the check asks about it once.
-CHECK_POINT = (35.68124, 139.76712)
-
-
 @click.command("providers-check")
 @with_appcontext
 def providers_check() -> None:
-    """Ask each configured real provider once and print what it answered and how fast."""
+    """Ask each configured real provider, and each zone layer's sample tile; exit 1 on any miss.
+
+    Run it on a connected machine before opening the shop: a layer whose sample is missing
+    (404), all transparent or painted in colours not in its legend is not available.
+    """
+    from ..assessment.sources.providers import check_real, make_provider
+
     provider = current_app.extensions["layer_provider"]
     real = provider.real_providers() if hasattr(provider, "real_providers") else []
     if not real:
         click.echo(f"no real provider configured (LAYER_PROVIDER={provider.name})")
         return
+    config = {**current_app.config, "LAYER_PROVIDER": "real"}
+    timeout = float(current_app.config.get("LAYER_HTTP_TIMEOUT_SECONDS") or 10)
+    started = time.monotonic()
     failed = False
-    for each in real:
-        started = time.monotonic()
-        if hasattr(each, "check_each"):  # the portal: one tile per zone layer
-            for label, answer in each.check_each(*CHECK_POINT):
-                elapsed_ms = (time.monotonic() - started) * 1000
-                if isinstance(answer, ProviderError):
-                    failed, answer = True, f"FAILED: {answer}"
-                click.echo(f"{label}: {answer} ({elapsed_ms:.0f} ms)")
-                started = time.monotonic()
-            continue
-        try:
-            answer = each.check(*CHECK_POINT)
-        except ProviderError as exc:
-            failed = True
-            answer = f"FAILED: {exc}"
-        elapsed_ms = (time.monotonic() - started) * 1000
-        click.echo(f"{each.name}: {answer} ({elapsed_ms:.0f} ms)")
+    for name, ok, seen, _ in check_real(make_provider(config), timeout):
+        failed = failed or not ok
+        click.echo(f"{'ok    ' if ok else 'FAILED'} {name}: {seen}")
+    click.echo(f"({(time.monotonic() - started) * 1000:.0f} ms)")
     if failed:
         sys.exit(1)
 

@@ -303,6 +303,7 @@ def init_jinja(app) -> None:
         languages=LANGUAGES,
         dataset_name=reasons.dataset_name,
         provider_names=reasons.provider_names,
+        reason=reasons.probe_reason,
     )
     app.jinja_env.filters.update(job_text=job_text, when=when)
 

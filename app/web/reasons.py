@@ -26,7 +26,11 @@ PROVIDERS = {
     "jshis": ("J-SHIS (NIED)", "防災科学技術研究所（J-SHIS）"),
     "http": ("an external service", "外部のサービス"),
 }
-SERVICES = {"GSI elevation API": "国土地理院の標高API", "J-SHIS": "防災科学技術研究所（J-SHIS）"}
+SERVICES = {
+    "GSI elevation API": "国土地理院の標高API",
+    "J-SHIS": "防災科学技術研究所（J-SHIS）",
+    "hazard map portal": "ハザードマップポータルサイト",
+}
 
 # Reasons with a figure in them, and their Japanese; the rest are looked up whole.
 PATTERNS = (
@@ -51,6 +55,11 @@ WHOLE = {
     "the answer is not valid JSON": "応答を読み取れませんでした",
     "the answer is not a JSON object": "応答を読み取れませんでした",
     "no such dataset": "該当するデータがありません",
+    # What the probe says of a zone layer's sample tile.
+    "the sample tile is missing (HTTP 404)": "見本のタイルがありません（HTTP 404）",
+    "the sample tile is all transparent": "見本のタイルに色が塗られていません",
+    "colours not in the published legend": "公表された凡例にない色で塗られています",
+    "the sample is not a readable PNG tile": "見本のタイルを読み取れません",
 }
 GENERAL_JA = "応答の内容を読み取れませんでした"
 
@@ -73,9 +82,18 @@ def reason_ja(reason: str) -> str:
     service, sep, rest = reason.partition(": ")
     if sep and service in SERVICES:
         return f"{SERVICES[service]}：{reason_ja(rest)}"
+    if sep and service in DATASETS:  # a zone layer's sample tile
+        return f"{DATASETS[service][1]}：{reason_ja(rest)}"
     if reason in WHOLE:
         return WHOLE[reason]
     for pattern, words in PATTERNS:
         if match := pattern.fullmatch(reason):
             return words.format(**match.groupdict())
     return GENERAL_JA
+
+
+def probe_reason(reason: str, lang: str) -> str:
+    """Word the provider probe's reasons ("J-SHIS: unreachable; ...") in lang."""
+    if lang != "ja" or not reason:
+        return reason
+    return "、".join(reason_ja(part) for part in reason.split("; "))

@@ -97,10 +97,69 @@ def circle(lat: float, lon: float, radius_m: float) -> BaseGeometry:
     return shapely.affinity.affine_transform(unit, [d_lon, 0, 0, d_lat, lon, lat])
 
 
+def units_near(bounds: tuple[float, float, float, float]) -> list[tuple[str, BaseGeometry]]:
+    """Return (code, outline) of every leaf unit (no city of wards) whose box meets bounds."""
+    west, south, east, north = bounds
+    found = []
+    for code5, entry in index()["areas"].items():
+        b = entry.get("bbox")
+        if not b or entry.get("union_of") or entry.get("union_of_wards"):
+            continue
+        if b[0] <= east and b[2] >= west and b[1] <= north and b[3] >= south:
+            geometry = _geometry(code5)
+            if geometry is not None:
+                found.append((code5, geometry))
+    return found
+
+
+# Outlines simplified one by one leave slivers between neighbours (about 150 m at most):
+# land is their union widened by this much, so a point's circle loses no street to them.
+GAP_DEGREES = 0.0015
+
+
+def on_land(geometry: BaseGeometry) -> BaseGeometry:
+    """Return the part of a shape on land: inside the outlines it touches (the sea cut off)."""
+    near = [unit for _, unit in units_near(geometry.bounds)]
+    if not near:
+        return geometry  # no outline near at all: nothing to clip it to
+    land = shapely.union_all(near).buffer(GAP_DEGREES).buffer(-GAP_DEGREES)
+    clipped = geometry.intersection(land)
+    if clipped.is_empty:
+        return geometry
+    shapely.prepare(clipped)
+    return clipped
+
+
+# A prefecture whose units cover less than this share of a shape is not taken to be in it:
+# the edge where simplified outlines overlap is no reason to read a neighbour's tiles.
+PREFECTURE_SHARE = 0.001
+
+
+def prefectures_touching(geometry: BaseGeometry, own: str = "") -> list[str]:
+    """Return the two-digit codes of the prefectures a shape lies in, own first if given."""
+    area = geometry.area or 1e-12
+    shares: dict[str, float] = {}
+    for code5, unit in units_near(geometry.bounds):
+        if unit.intersects(geometry):
+            part = unit.intersection(geometry).area / area
+            shares[code5[:2]] = shares.get(code5[:2], 0.0) + part
+    found = sorted(pref for pref, share in shares.items() if share >= PREFECTURE_SHARE)
+    if own and own not in found:
+        found.insert(0, own)
+    return sorted(found, key=lambda pref: pref != own)
+
+
 def outline_of(area: Any) -> Outline:
-    """Return the extent to read for an area: its circle, its outline, or a stand-in."""
+    """Return the extent to read for an area: its circle on land, its outline, or a stand-in.
+
+    A point's circle is clipped to the outlines it touches, so the sea around a coastal
+    point never dilutes a share: shares are of land.
+    """
     if getattr(area, "radius_m", 0):
-        return Outline(circle(area.lat, area.lon, area.radius_m), "circle", "point")
+        whole = circle(area.lat, area.lon, area.radius_m)
+        land = on_land(whole)
+        note = "point" if land.area >= whole.area * 0.999 else "point, land only"
+        return Outline(land, "circle", note)
     geometry = _geometry(area.code5)
     entry = index()["areas"].get(area.code5, {})
     if geometry is None:

@@ -27,12 +27,28 @@ LANGS = tuple(LABELS)
 Numbers = dict[str, float]
 
 
-# The level rules, documented in the report and in docs/providers.md. A class counts as
-# present in a place when it covers at least SIGNIFICANT of the area read: a few pixels
-# of a zone along the edge of a large city must not decide its level (they still show on
-# the map and in the shares, and make it level 2 at least).
-SIGNIFICANT = 0.01
-DEPTH_LEVEL = {1: 2, 2: 3, 3: 4, 4: 5, 5: 5, 6: 5}  # legend rank of the depth -> level
+# The level rules, documented in the report and in docs/providers.md. A zone layer's level
+# is the level of the worst class present (ZoneClass.level: depth under 0.5 m 2, 0.5-3 m 3,
+# 3-5 m 4, 5 m or more 5; landslide warning 3, special warning 5, planned one below). A
+# class is present when at least NOISE_PIXELS of its pixels lie inside the area: a floor
+# against stray pixels, not a share, so 10 km2 of deep water in a large city still counts.
+# The shares say how much. No class present: state "no_zone", and no level at all.
+NOISE_PIXELS = 4
+# A layer's state: zones found, none found, no open data for the prefecture, not read
+# (the data's terms), or a mesh layer read (liquefaction, shaking).
+ZONES, NO_ZONE, NOT_PUBLISHED = "zones", "no_zone", "not_published"
+OMITTED, READ = "omitted", "read"
+STATE_LABELS = {
+    NO_ZONE: (
+        "No designated zone found (not necessarily safe: the data may not be prepared)",
+        "指定区域は見つかりませんでした（安全とは限りません。データが未整備の場合があります）",
+    ),
+    NOT_PUBLISHED: (
+        "Not published for this prefecture",
+        "この都道府県の公開データはありません",
+    ),
+    OMITTED: ("Not read (the data's terms of use)", "読み取っていません（データの利用条件）"),
+}
 # J-SHIS's legend bands of the 30-year probability of JMA intensity 6-lower or more.
 SHAKING_BANDS = (
     ("lt0.1", 0.001, "under 0.1 %", "0.1%未満"),
@@ -59,79 +75,46 @@ def index_of(level: int) -> float:
 def _zone_row(answer: Mapping[str, Any], legend: Sequence[Any]) -> dict[str, Any]:
     counts = answer["counts"]
     total = sum(counts.values()) or 1
-    shares = {key: round(count / total, 4) for key, count in counts.items()}
-    present = [zone for zone in legend if counts.get(zone.key, 0) > 0]
-    significant = [zone for zone in present if counts[zone.key] / total >= SIGNIFICANT]
-    return {
-        "shares": shares,
-        "present": present,
-        "significant": significant,
-        "zoned": round(sum(counts.get(z.key, 0) for z in legend) / total, 4),
-    }
+    shares = {key: round(count / total, 6) for key, count in counts.items()}
+    present = [z for z in legend if z.level and counts.get(z.key, 0) >= NOISE_PIXELS]
+    return {"shares": shares, "present": present, "total": total}
 
 
-def _depth(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    from ..sources.portal import ZONE_DATASETS
-    from ..sources.tiles import LEGENDS
-
-    (dataset,) = fetched
-    answer = fetched[dataset][0]
-    legend = LEGENDS[ZONE_DATASETS[dataset]]
-    row = _zone_row(answer, legend)
-    if row["significant"]:
-        level = DEPTH_LEVEL[max(zone.rank for zone in row["significant"])]
-    else:
-        level = 2 if row["present"] else 1
-    worst = max(row["present"], key=lambda zone: zone.rank).key if row["present"] else None
-    return {
-        "index": index_of(level),
-        "numbers": {"zone_share": row["zoned"]},
-        "shares": row["shares"],
-        "worst": worst,
-        "mapped": True,
-        "maps": {dataset: answer["rects"]},
-    }
-
-
-def _landslide(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    from ..sources.portal import ZONE_DATASETS
-    from ..sources.tiles import LEGENDS
-
+def _zones_result(
+    rows: Sequence[tuple[str, Mapping[str, Any], dict[str, Any]]],
+) -> dict[str, Any]:
+    """Return a zone layer's reading from its datasets' rows: the worst class decides."""
     shares: dict[str, float] = {}
-    present: list[Any] = []
-    warning = special = 0.0
-    worst = None
-    for dataset, answers in fetched.items():
-        legend = LEGENDS[ZONE_DATASETS[dataset]]
-        row = _zone_row(answers[0], legend)
-        shares.update({z.key: row["shares"][z.key] for z in legend})
+    present = []
+    for _, _, row in rows:
+        shares.update(row["shares"])
         present += row["present"]
-        warning = max(warning, row["shares"][legend[0].key])
-        special = max(special, row["shares"][legend[1].key])
-        for zone in row["present"]:
-            if worst is None or zone.rank > worst.rank:
-                worst = zone
-    if special >= 5 * SIGNIFICANT:
-        level = 5
-    elif special >= SIGNIFICANT:
-        level = 4
-    elif warning >= SIGNIFICANT:
-        level = 3
-    else:
-        level = 2 if present else 1
-    answers0 = [answers[0] for answers in fetched.values()]
-    zoned = min(
-        1.0, sum(1 - a["counts"]["none"] / (sum(a["counts"].values()) or 1) for a in answers0)
-    )
-    shares["none"] = round(1 - zoned, 4)
+    if len(rows) > 1:  # several datasets: "no zone" is the part no dataset paints
+        painted = sum(1 - row["shares"].get("none", 1.0) for _, _, row in rows)
+        shares["none"] = round(max(0.0, 1 - painted), 6)
+        shares["other"] = round(sum(row["shares"].get("other", 0.0) for _, _, row in rows), 6)
+    worst = max(present, key=lambda zone: (zone.level, zone.rank), default=None)
+    level = worst.level if worst else None
     return {
-        "index": index_of(level),
-        "numbers": {"warning_share": round(warning, 4), "special_share": round(special, 4)},
+        "state": ZONES if worst else NO_ZONE,
+        "index": index_of(level) if level else None,
+        "numbers": {"worst_class_share": shares[worst.key]} if worst else {},
         "shares": shares,
         "worst": worst.key if worst else None,
         "mapped": True,
-        "maps": {dataset: answers[0]["rects"] for dataset, answers in fetched.items()},
+        "maps": {dataset: answer["rects"] for dataset, answer, _ in rows},
     }
+
+
+def _zones(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    from ..sources.portal import ZONE_DATASETS
+    from ..sources.tiles import LEGENDS
+
+    rows = []
+    for dataset, answers in fetched.items():
+        legend = LEGENDS[ZONE_DATASETS[dataset]]
+        rows.append((dataset, answers[0], _zone_row(answers[0], legend)))
+    return _zones_result(rows)
 
 
 def _mesh_shares(keys: Sequence[str], asked: int) -> dict[str, float]:
@@ -153,21 +136,21 @@ def _liquefaction(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[st
     shares = {key: 0.0 for key, _, _ in TENDENCIES} | _mesh_shares(tendencies, len(answers))
     land = 1 - shares.get("water", 0.0) - shares.get(NOT_MAPPED, 0.0) or 1
     high, moderate = shares["high"] / land, shares["moderate"] / land
-    if high >= 0.25:
-        level = 5
-    elif high >= 0.05:
-        level = 4
+    low = shares["low"] / land
+    # The share that decides the level is the one shown beside it.
+    if high >= 0.05:
+        level, deciding = (5 if high >= 0.25 else 4), {"high_tendency_share": round(high, 4)}
     elif high + moderate >= 0.25:
-        level = 3
-    elif high + moderate + shares["low"] > 0:
-        level = 2
+        level, deciding = 3, {"moderate_or_high_share": round(high + moderate, 4)}
     else:
-        level = 1
+        level = 2 if high + moderate + low > 0 else 1
+        deciding = {"low_or_more_share": round(high + moderate + low, 4)}
     order = ("very_low", "low", "moderate", "high")
     worst = max((t for t in tendencies if t in order), key=order.index, default=None)
     return {
         "index": index_of(level),
-        "numbers": {"high_tendency_share": round(high, 4)},
+        "state": READ,
+        "numbers": deciding,
         "shares": shares,
         "worst": worst,
         "mapped": bool(with_data),
@@ -188,6 +171,7 @@ def _seismic(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
         shares[NOT_MAPPED] = round(missing / len(fetched["faults"]), 4)
     worst = max(bands)  # the worst place decides, as J-SHIS's map would show it
     return {
+        "state": READ,
         "index": index_of(worst + 1),
         "numbers": {"shaking_prob_30y": max(probabilities)},
         "shares": shares,
@@ -210,21 +194,24 @@ class Layer:
 
 
 LAYERS: tuple[Layer, ...] = (
-    Layer("flood", "Flood", "洪水", ("flood_zones",), _depth, 0.25),
-    Layer("tsunami", "Tsunami", "津波", ("tsunami_zones",), _depth, 0.15),
+    Layer("flood", "Flood", "洪水", ("flood_zones",), _zones, 0.25),
+    Layer("tsunami", "Tsunami", "津波", ("tsunami_zones",), _zones, 0.15),
     Layer("liquefaction", "Liquefaction", "液状化", ("ground",), _liquefaction, 0.15),
     Layer(
         "landslide",
         "Landslide",
         "土砂災害",
         ("debris_flow_zones", "steep_slope_zones", "landslide_zones"),
-        _landslide,
+        _zones,
         0.15,
     ),
     Layer("seismic", "Earthquake shaking", "地震の揺れ", ("faults",), _seismic, 0.30),
 )
 # What a layer's row carries besides its index and numbers (describe passes them on).
-DETAILS = ("shares", "worst", "mapped", "maps", "landforms", "omitted", "legend", "mesh_classes")
+DETAILS = (
+    "shares", "worst", "mapped", "maps", "landforms", "omitted", "legend", "mesh_classes",
+    "state", "reason", "reason_ja", "notes",
+)  # fmt: skip
 
 
 def legend_of(key: str) -> list[dict[str, Any]]:
@@ -253,13 +240,18 @@ def legend_of(key: str) -> list[dict[str, Any]]:
     rows = []
     for dataset in layer.datasets:
         for zone in LEGENDS[ZONE_DATASETS[dataset]]:
-            kind = zone.key.rsplit("_", 1)[0]
+            if zone.border:
+                continue  # recognised on tiles, not a class a reader is shown
+            kind = next((k for k in names if zone.key.startswith(k + "_")), "")
             en, ja = names.get(kind, ("", ""))
             rows.append(
                 {
                     "key": zone.key,
                     "colour": zone.colour,
                     "rank": zone.rank,
+                    "level": zone.level,
+                    "planned": zone.planned,
+                    "source": zone.source,
                     "dataset": dataset,
                     "en": f"{en}: {zone.label_en}" if en else zone.label_en,
                     "ja": f"{ja}：{zone.label_ja}" if ja else zone.label_ja,
@@ -279,27 +271,33 @@ def analyse(
     """Score every layer from its fetched datasets and write the narrative in lang."""
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
-    from ..sources.terms import omitted
+    from ..sources.coverage import notes, unread
 
     scored = []
     for layer in LAYERS:
-        if reason := omitted(layer.key, area):
-            # Not read: the data's terms forbid this use here. Not scored, said why.
+        state, reason, reason_ja = unread(layer.key, area)
+        if state:
+            # Not read: the data's terms forbid this use here, or the dataset has no open
+            # delivery for the prefecture. No level, and the reason said.
             scored.append(
                 {
                     "key": layer.key,
-                    "index": 0.0,
+                    "state": state,
+                    "reason": reason,
+                    "reason_ja": reason_ja,
+                    "index": None,
                     "numbers": {},
                     "shares": {},
                     "worst": None,
                     "mapped": False,
-                    "omitted": reason,
+                    **({"omitted": reason} if state == OMITTED else {}),
                 }
             )
             continue
-        scored.append(
-            {"key": layer.key, **layer.read(fetched[layer.key]), "legend": legend_of(layer.key)}
-        )
+        row = {"key": layer.key, **layer.read(fetched[layer.key]), "legend": legend_of(layer.key)}
+        if layer_notes := notes(layer.key, area):
+            row["notes"] = layer_notes
+        scored.append(row)
     return describe(area, lang, scored)
 
 
@@ -315,7 +313,9 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
     layers = []
     for layer in LAYERS:
         row = by_key[layer.key]
-        level = level_of(row["index"])
+        state = state_of(row)
+        level = level_of(row["index"]) if state in (ZONES, READ) else None
+        label = LABELS[lang][level - 1] if level else STATE_LABELS[state][lang == "ja"]
         layers.append(
             {
                 # What else the stored row carries (whether its data is real, say) stays:
@@ -326,14 +326,17 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
                 "name_ja": layer.name_ja,
                 "name": layer.name_ja if lang == "ja" else layer.name_en,
                 "level": level,
-                "label": LABELS[lang][level - 1],
-                "index": row["index"],
+                "label": label,
+                "state": state,
+                "index": row["index"] if level else None,
                 "numbers": dict(row["numbers"]),
                 **{k: row[k] for k in DETAILS if k in row},
             }
         )
-    # A layer not read (its data's terms forbid the use here) is left out of the headline.
-    read = [row for row in layers if row.get("mapped", True)] or layers
+    # Only layers with a level count: a zone layer with no zone found, not published or
+    # not read has none, and is never "very low" (the liquefaction and shaking layers
+    # always have one, so the headline always has a layer).
+    read = [row for row in layers if row["level"]]
     head = headline(read, WEIGHTS)
     score_label = LABELS[lang][head.level - 1]
     return {
@@ -344,11 +347,24 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
         "band": list(band(head.level)),
         "worst": list(head.worst),
         "least": list(head.least),
-        "narrative": narrative(area, lang, head.score, score_label, read),
+        "narrative": narrative(area, lang, head.score, score_label, read)
+        + no_zone_sentence(lang, layers),
+        # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
+        "zones_found": any(row["level"] for row in layers if row["key"] in ZONE_LAYERS),
     }
 
 
 WEIGHTS = {layer.key: layer.weight for layer in LAYERS}
+ZONE_LAYERS = ("flood", "tsunami", "landslide")
+
+
+def state_of(row: Mapping[str, Any]) -> str:
+    """Return a stored layer row's state (reports stored before states: from its fields)."""
+    if row.get("state"):
+        return str(row["state"])
+    if row.get("omitted"):
+        return OMITTED
+    return ZONES if row["key"] in ZONE_LAYERS else READ
 
 
 def names_of(layers: Sequence[Mapping[str, Any]], keys: Sequence[str], lang: str) -> str:
@@ -364,6 +380,26 @@ def translate(report: Mapping[str, Any], lang: str) -> dict[str, Any]:
     """Return a stored report written in lang from its own figures: no fetch, no new job."""
     area = Area.from_dict(report["area"])
     return {**report, "lang": lang, **describe(area, lang, report["layers"])}
+
+
+NO_ZONE_FOUND = {
+    "en": (
+        " No designated zone (flood, tsunami or landslide) was found in the sources read;"
+        " that does not mean safe: the data may not be prepared there."
+    ),
+    "ja": (
+        "読み取ったデータには指定区域（洪水・津波・土砂災害）は見つかりませんでした"
+        "（安全とは限りません。データが未整備の場合があります）。"
+    ),
+}
+
+
+def no_zone_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
+    """Say so when no zone layer has a level: never let that read as "very low"."""
+    zone_rows = [row for row in layers if row["key"] in ZONE_LAYERS]
+    if any(row["level"] for row in zone_rows):
+        return ""
+    return NO_ZONE_FOUND[lang]
 
 
 def narrative(
@@ -384,7 +420,7 @@ def narrative(
         scored = f"総合ハザードスコアは100点中{score}点（{score_label}）です。"
         if top["level"] == low["level"]:
             text = (
-                f"{area.prefecture_ja}{area.name_ja}では、すべての項目が同じ"
+                f"{area.prefecture_ja}{area.name_ja}では、レベルのある項目がすべて同じ"
                 f"レベル{top['level']}（{top['label']}）です。{scored}"
             )
         else:
@@ -403,7 +439,7 @@ def narrative(
     scored = f"The overall hazard score is {score} out of 100 ({score_label.lower()}). "
     if top["level"] == low["level"]:
         text = (
-            f"In {place} every layer is at the same level, "
+            f"In {place} every layer with a level is at the same level, "
             f"{top['level']} ({top['label'].lower()}). {scored}"
         )
     else:

@@ -39,7 +39,11 @@ class Headline:
 
 
 def headline(layers: Sequence[Mapping[str, Any]], weights: Mapping[str, float]) -> Headline:
-    """Decide the headline from each layer's key, index (0 to 1) and level (1 to 5)."""
+    """Decide the headline from each layer's key, index (0 to 1) and level (1 to 5).
+
+    A layer without a level (no zone found, not published, not read) does not count.
+    """
+    layers = [row for row in layers if row.get("level")]
     level = max(row["level"] for row in layers)
     mildest = min(row["level"] for row in layers)
     total = sum(weights[row["key"]] for row in layers)

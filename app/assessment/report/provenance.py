@@ -19,6 +19,13 @@ DISCLAIMER_EN = (
     "municipality's hazard map, which is the legal reference: for the 重要事項説明 of a "
     "property transaction use the municipal hazard map."
 )
+LANDSLIDE_DATASETS = ("debris_flow_zones", "steep_slope_zones", "landslide_zones")
+# The credit the catalogue asks for the three landslide datasets, with the portal's 出典.
+LANDSLIDE_CREDIT_JA = (
+    "出典：ハザードマップポータルサイト、国土交通省国土数値情報ダウンロードサイト"
+    "（令和７年度土砂災害警戒区域）。国土交通省政策統括官付地理空間情報課"
+    "「国土数値情報（令和７年度土砂災害警戒区域）」をもとに国土地理院が加工"
+)
 JSHIS_GROUND_REFERENCE = (
     "若松加寿江・松岡昌志 (2013) 全国統一基準による地形・地盤分類250mメッシュマップの構築と"
     "その利用, 地震工学会誌 No.18; 防災科学技術研究所 J-SHIS 表層地盤モデル"
@@ -35,24 +42,38 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
             {
                 "service_ja": "ハザードマップポータルサイト（国土交通省）",
                 "service_en": "Hazard Map Portal Site (MLIT)",
-                "url": "https://disaportal.gsi.go.jp/",
+                "url": "https://disaportal.gsi.go.jp/hazardmap/copyright/opendata.html",
                 "real": real,
                 "credit_ja": (
-                    "出典：ハザードマップポータルサイトの"
-                    "洪水浸水想定区域・津波浸水想定・土砂災害警戒区域のタイルを加工して作成"
+                    "出典：ハザードマップポータルサイト"
+                    "（洪水浸水想定区域（想定最大規模）・津波浸水想定）のタイルを加工して作成"
                     if real
                     else "デモ用に作成した区域（ポータルの凡例の色で描いたもの）"
                 ),
                 "credit_en": (
-                    "Source: Hazard Map Portal Site (https://disaportal.gsi.go.jp/), flood, "
-                    "tsunami and sediment-disaster zone tiles, processed (read pixel by pixel "
-                    "over the area)"
+                    "Source: Hazard Map Portal Site, flood (planned maximum) and tsunami "
+                    "inundation tiles, processed (read pixel by pixel over the area)"
                     if real
                     else "Demonstration zones painted in the portal's legend colours"
                 ),
                 "datasets": sorted({s.get("dataset_id", "") for s in zone_sources} - {""}),
             }
         )
+        if any(name in LANDSLIDE_DATASETS for name in sources):
+            services.append(
+                {
+                    "service_ja": "土砂災害警戒区域（ハザードマップポータルサイト）",
+                    "service_en": "Sediment-disaster warning zones (Hazard Map Portal Site)",
+                    "url": "https://nlftp.mlit.go.jp/ksj/gml/datalist/KsjTmplt-A33-2025.html",
+                    "real": real,
+                    "credit_ja": LANDSLIDE_CREDIT_JA if real else "デモ用に作成した区域",
+                    "credit_en": (
+                        LANDSLIDE_CREDIT_JA + " (the credit the data's catalogue entry asks for)"
+                        if real
+                        else "Demonstration zones painted in the portal's legend colours"
+                    ),
+                }
+            )
     jshis_sources = [sources[name] for name in ("faults", "ground") if name in sources]
     if jshis_sources:
         real = all(s.get("real") for s in jshis_sources)
@@ -108,10 +129,11 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
         "disclaimer_en": DISCLAIMER_EN,
         "landslide_terms": {
             "prefecture": row.get("prefecture", ""),
-            "commercial_use": row.get("commercial_use", "unconfirmed"),
+            "commercial_use": row.get("commercial_use", ""),
             "conditions_ja": row.get("conditions_ja", ""),
             "conditions_en": row.get("conditions_en", ""),
-            "confirmed": row.get("confirmed", "no"),
+            "statement_ja": row.get("statement_ja", ""),
+            "statement_links": (row.get("statement_links") or "").split(),
             "source": row.get("source", ""),
         },
     }

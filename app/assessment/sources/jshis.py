@@ -38,9 +38,18 @@ ATTRIBUTION_EN = (
 ATTRIBUTION_JA = "防災科学技術研究所 J-SHIS（地震ハザードステーション）"
 SOFT_GROUND_AVS30 = 200.0  # m/s: below this the top 30 m is soft (Site Class E-like) ground
 # NIED's own names of the map versions and cases this app asks for.
+# J-SHIS names its probabilistic maps by the date they are evaluated at ("Y2024": the
+# probabilistic seismic hazard map as of 1 January 2024), not by HERP's editions of the
+# National Seismic Hazard Maps (the latest, 2020).
 RELEASES = {
-    "Y2024": ("全国地震動予測地図2024年版", "National Seismic Hazard Maps for Japan (2024)"),
-    "Y2020": ("全国地震動予測地図2020年版", "National Seismic Hazard Maps for Japan (2020)"),
+    "Y2024": (
+        "確率論的地震動予測地図（2024年1月1日評価）",
+        "probabilistic seismic hazard map, evaluated at 2024-01-01",
+    ),
+    "Y2020": (
+        "確率論的地震動予測地図（2020年1月1日評価）",
+        "probabilistic seismic hazard map, evaluated at 2020-01-01",
+    ),
 }
 CASES = {"AVR": ("平均ケース", "average case"), "MAX": ("最大ケース", "maximum case")}
 REASONS = {
@@ -99,6 +108,11 @@ class JshisProvider:
     def keys(self, area: Any, dataset: str) -> list[str]:
         """Return the distinct 250 m meshes of an even grid inside the area's outline."""
         return mesh_keys(area)
+
+    def origin(self, dataset: str) -> str:
+        """Name J-SHIS by its base URL and the map version asked."""
+        version = self.ground_version if dataset == "ground" else f"{self.version}/{self.case}"
+        return f"jshis {self.base_url} {version}"
 
     def url(self, dataset: str, mesh: str) -> str:
         """Return the documented request URL for one dataset of one mesh."""
@@ -183,6 +197,7 @@ def mesh_keys(area: Any) -> list[str]:
 
 # J-SHIS's landform classes (JCODE; Wakamatsu and Matsuoka's 250 m mesh classification).
 LANDFORMS = {
+    0: ("分類なし", "no landform class (sea, or not classified)"),
     1: ("山地", "mountain"),
     2: ("山麓地", "mountain footslope"),
     3: ("丘陵", "hill"),
@@ -208,18 +223,25 @@ LANDFORMS = {
     23: ("河道", "river channel"),
     24: ("湖沼", "lake and marsh"),
 }
-# The liquefaction tendency of each landform, after the grouping of MLIT's
-# 「地形区分に基づく液状化の発生傾向図」 (built from the same landform data): "high" for
-# former channels, reclaimed and inter-dune lowland, river beds; "moderate" for natural
-# levees, back marshes, deltas, bars and valley-bottom lowland; "low" for fans and dunes;
-# "very_low" for mountains, hills and terraces; water has no tendency of its own.
+# The liquefaction tendency of each landform (every JCODE, 0 to 24, placed). The groups
+# follow the landforms' liquefaction rates in Matsuoka, Wakamatsu and Hashimoto (2011,
+# 日本地震工学会論文集 11(2), 20-39), the method MLIT's 「地形区分に基づく液状化の発生傾向図」
+# reclassifies Wakamatsu and Matsuoka's 250 m landform data with: "high" for the landforms
+# that liquefied most (reclaimed land, former river channels and ponds, sand dunes, sand
+# and gravel bars, drained land, deltas and coastal lowland) and the lowland between bars
+# and dunes and river beds; "moderate" for natural levees, back marshes and valley-bottom
+# lowland; "low" for fans; "very_low" for mountains, hills, terraces and rocky shores;
+# water has no tendency of its own; JCODE 0 (no class) is not mapped. docs/providers.md
+# says what is and is not checked of this table.
 LIQUEFACTION_TENDENCY = {
+    0: "not_mapped",
     **dict.fromkeys((1, 2, 3, 4, 5, 6, 7, 8, 9, 21), "very_low"),
-    **dict.fromkeys((11, 17), "low"),
-    **dict.fromkeys((10, 12, 13, 15, 16), "moderate"),
-    **dict.fromkeys((14, 18, 19, 20, 22), "high"),
+    **dict.fromkeys((11,), "low"),
+    **dict.fromkeys((10, 12, 13), "moderate"),
+    **dict.fromkeys((14, 15, 16, 17, 18, 19, 20, 22), "high"),
     **dict.fromkeys((23, 24), "water"),
 }
+assert set(LIQUEFACTION_TENDENCY) == set(LANDFORMS) == set(range(25))
 
 
 def point_of(key: str) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """Where a zone tile's pixels are worked: a small process pool beside the worker.
 
-A tile's pixel work is pure and CPU-bound: PNG bytes and the outline's mask in, counts
-and map cells out (tiles.Reading.add on a tile's classes), and the demo's painting is
+A tile's pixel work is pure and CPU-bound: PNG bytes and a legend in, every pixel's class
+out (classes_of), and the demo's painting is
 the same (a tile key in, PNG bytes out). Run in a job's thread it holds the worker's GIL,
 and the status poll of every other user waits behind it (issue 37: p99 1.4 s while eight
 large cities were read). So it can run in ZONE_PROCESSES processes (default 0: in the
@@ -21,7 +21,6 @@ tiles.classify and Pillow's own conversion of each colour, then indexed: the cla
 that converting all 65,536 pixels to RGBA gives, for 256 colours' work.
 """
 
-import dataclasses
 import io
 import logging
 import multiprocessing
@@ -35,7 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 from PIL import Image
 
-from . import tiles, zones
+from . import tiles
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -140,25 +139,3 @@ def classes_of(png: bytes | None, legend: tuple[tiles.ZoneClass, ...]) -> np.nda
         strip.putdata(range(256))
         colours = np.asarray(strip.convert("RGBA"))
     return tiles.classify(colours, legend)[0][indices]
-
-
-def read_tile(empty: tiles.Reading, tile: Any, png: bytes | None, inside: Any) -> tiles.Reading:
-    """Return what one tile adds to a reading: a copy of empty with the tile added.
-
-    inside is the tile's mask as zones.Masks.packed keeps it (an eighth of its bools).
-    """
-    part = dataclasses.replace(empty, counts=dict(empty.counts), cells={})
-    part.add(tile, classes_of(png, part.legend), zones.unpack(inside))
-    part.missing += png is None
-    return part
-
-
-def merge(reading: tiles.Reading, part: tiles.Reading) -> None:
-    """Add a tile's reading (read_tile's answer) to the dataset's reading."""
-    reading.tiles += part.tiles
-    reading.missing += part.missing
-    for key, count in part.counts.items():
-        reading.counts[key] += count
-    for cell, rank in part.cells.items():
-        if rank > reading.cells.get(cell, 0):
-            reading.cells[cell] = rank

@@ -1,9 +1,12 @@
 """The hazard map portal's designated zones, as raster tiles: the real one and a painted demo.
 
 Real: ``GET {HAZARD_PORTAL_URL}/{id}/{z}/{x}/{y}.png`` (default base
-https://disaportaldata.gsi.go.jp/raster) through the pooled client (http.py). A 200 is
-the tile; a 404 is "the portal has no tile here", which for a zone dataset means no zone
-mapped there. Any other failure raises ProviderError, which fails the job and refunds.
+https://disaportaldata.gsi.go.jp/raster) through the pooled client (http.py); the three
+landslide datasets are published per prefecture only, ``{id}/{pref}/{z}/{x}/{y}.png``
+(the open-data catalogue lists no national path), so their keys carry the two-digit
+prefecture code: "13/15/29102/12903". A 200 is the tile; a 404 is "the portal has no tile
+here", which for a zone dataset means no zone mapped there (in that prefecture). Any other
+failure raises ProviderError, which fails the job and refunds.
 
 Demo: the same tile keys answered with PNGs painted in the legend's colours by a smooth
 deterministic field over longitude and latitude, so the same pipeline (outline clipping,
@@ -26,7 +29,16 @@ from PIL import Image
 
 from ..errors import ProviderError, UpstreamError
 from .http import Client, RetryPolicy
-from .tiles import LEGENDS, parse_tile_key, pixel_centres
+from .tiles import (
+    LEGENDS,
+    UNKNOWN_LIMIT,
+    classify,
+    parse_tile_key,
+    pixel_centres,
+    read_rgba,
+    zones_of,
+)
+from .zones import PER_PREFECTURE, dataset_keys
 
 DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 
@@ -34,10 +46,23 @@ DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 ZONE_DATASETS = {
     "flood_zones": "01_flood_l2_shinsuishin_data",
     "tsunami_zones": "04_tsunami_newlegend_data",
-    "debris_flow_zones": "05_dosekiryukeikaikuiki",
-    "steep_slope_zones": "05_kyukeishakeikaikuiki",
-    "landslide_zones": "05_jisuberikeikaikuiki",
+    "debris_flow_zones": "05_dosekiryukeikaikuiki_data",
+    "steep_slope_zones": "05_kyukeishakeikaikuiki_data",
+    "landslide_zones": "05_jisuberikeikaikuiki_data",
 }
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """Return (prefecture code or "", "z/x/y") of a tile key, refusing anything else."""
+    parts = key.split("/")
+    pref = parts.pop(0) if len(parts) == 4 else ""
+    if pref and not (len(pref) == 2 and pref.isdigit() and 1 <= int(pref) <= 47):
+        raise ValueError(f"not a prefecture: {pref!r}")
+    tile = "/".join(parts)
+    parse_tile_key(tile)
+    return pref, tile
+
+
 CREDIT_JA = "出典：ハザードマップポータルサイト（国土交通省）の{name}を加工して作成"
 NAMES_JA = {
     "flood_zones": "洪水浸水想定区域（想定最大規模）",
@@ -60,6 +85,16 @@ def encode(png: bytes | None) -> dict[str, Any]:
     return {"png": None if png is None else base64.b64encode(png).decode("ascii")}
 
 
+NEGATIVE_TTL_SECONDS = 24 * 3600  # "no such tile" is kept a day at most: zones get published
+
+
+def tile_ttl(answer: Any) -> float:
+    """Return how long a tile answer may be cached: a day at most for "no such tile"."""
+    if isinstance(answer, dict) and answer.get("png", "") is None:
+        return NEGATIVE_TTL_SECONDS
+    return float("inf")
+
+
 def decode_answer(answer: dict[str, Any]) -> bytes | None:
     """Return a tile's bytes from its cached answer."""
     png = answer.get("png")
@@ -80,9 +115,11 @@ class PortalProvider:
 
     def keys(self, area: Any, dataset: str) -> list[str]:
         """Return the tiles covering the area's outline at the deepest zoom in budget."""
-        from .zones import plan
+        return dataset_keys(area, dataset)
 
-        return plan(area).keys
+    def origin(self, dataset: str) -> str:
+        """Name the portal by its base URL."""
+        return f"portal {self.base_url}"
 
     def url(self, dataset: str, key: str) -> str:
         """Return the tile's URL."""
@@ -93,9 +130,11 @@ class PortalProvider:
         if dataset not in ZONE_DATASETS:
             raise ProviderError(dataset, key, "no such dataset here")
         try:
-            parse_tile_key(key)
+            pref, _ = split_key(key)
         except ValueError:
             raise ProviderError(dataset, key, "not a tile") from None
+        if bool(pref) != (dataset in PER_PREFECTURE):
+            raise ProviderError(dataset, key, "not a tile of this dataset's paths") from None
         try:
             response = self.client.get(self.url(dataset, key), self.policy, ok=(200, 404))
         except UpstreamError as exc:
@@ -126,24 +165,73 @@ class PortalProvider:
             "date": datetime.now(UTC).date().isoformat(),
         }
 
-    def check_each(self, lat: float, lon: float, zoom: int = 15) -> list[tuple[str, Any]]:
-        """Ask for the tile of one point per dataset (for `flask providers-check`).
+    def sample(self, dataset: str, stop: threading.Event | None = None) -> dict[str, Any]:
+        """Ask for the dataset's sample tile and judge it (the probe, `providers-check`)."""
+        key = SAMPLE_TILES[dataset]
+        try:
+            response = self.client.get(self.url(dataset, key), self.policy, ok=(200, 404))
+        except UpstreamError as exc:
+            return judge(dataset, key, exc.status, None, f"hazard map portal: {exc.reason}")
+        if response.status_code == 404:
+            return judge(dataset, key, 404, None)
+        return judge(dataset, key, 200, response.content)
 
-        Returns (label, what came back, or the ProviderError) per dataset.
-        """
-        key = f"{zoom}/{mercantile.tile(lon, lat, zoom).x}/{mercantile.tile(lon, lat, zoom).y}"
-        results: list[tuple[str, Any]] = []
-        for dataset, dataset_id in ZONE_DATASETS.items():
-            try:
-                png = decode_answer(self.fetch(dataset, key))
-            except ProviderError as exc:
-                results.append((f"portal {dataset_id}", exc))
-                continue
-            said = (
-                "no tile (404: no zone mapped there)" if png is None else f"PNG, {len(png)} bytes"
-            )
-            results.append((f"portal {dataset_id}", f"{key}: {said}"))
-        return results
+
+# Per dataset, a tile known to be painted (fetched in 2026-10, docs/providers.md): Tokyo's
+# flood depths, Sendai's tsunami depths, and Tokyo's three landslide layers (13, z8).
+SAMPLE_TILES = {
+    "flood_zones": "12/3638/1612",
+    "tsunami_zones": "12/3651/1577",
+    "debris_flow_zones": "13/8/226/102",
+    "steep_slope_zones": "13/8/226/102",
+    "landslide_zones": "13/8/226/102",
+}
+
+
+def judge(
+    dataset: str, key: str, status: int | None, png: bytes | None, failure: str = ""
+) -> dict[str, Any]:
+    """Return what a sample tile says of a dataset: status, painted and unknown shares, verdict.
+
+    The layer is available only when the sample is a PNG with painted pixels in its
+    legend's colours: a 404, a transparent sample or colours of no class mean it is not
+    (a moved path or a changed legend would otherwise read as "no zone" everywhere).
+    """
+    out: dict[str, Any] = {
+        "dataset": dataset,
+        "path": ZONE_DATASETS[dataset],
+        "key": key,
+        "status": status,
+        "painted": 0.0,
+        "unknown": 0.0,
+        "ok": False,
+    }
+    if failure:
+        return {**out, "verdict": failure}
+    if png is None:
+        return {**out, "verdict": "not available: the sample tile is missing (HTTP 404)"}
+    try:
+        classes = classify(read_rgba(png), LEGENDS[ZONE_DATASETS[dataset]])
+    except (OSError, ValueError):
+        return {**out, "verdict": "not available: the sample is not a readable PNG tile"}
+    painted = int((classes != 0).sum())
+    unknown = int((classes == -1).sum())
+    out["painted"] = round(painted / classes.size, 4)
+    out["unknown"] = round(unknown / painted, 4) if painted else 0.0
+    if not painted:
+        return {**out, "verdict": "not available: the sample tile is all transparent"}
+    if unknown / painted > UNKNOWN_LIMIT:
+        return {**out, "verdict": "not available: colours not in the published legend"}
+    return {**out, "ok": True, "verdict": "available"}
+
+
+def describe_check(result: dict[str, Any]) -> str:
+    """Return one line of `providers-check` for a sample's judgement."""
+    return (
+        f"portal {result['path']} {result['key']}: HTTP {result['status'] or '-'}, "
+        f"painted {result['painted']:.1%}, unknown colours {result['unknown']:.1%}: "
+        f"{result['verdict']}"
+    )
 
 
 # The demo: how much of a place each dataset's field paints, and how deep.
@@ -169,7 +257,6 @@ def demo_field(dataset: str, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
 
 
 DEMO_COAST_M = 2000.0  # the demo's tsunami zones: land this close to the sea, no further
-GAP_DEGREES = 0.0015  # about 150 m: wider than the slivers simplification leaves
 
 
 def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
@@ -180,24 +267,15 @@ def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
     """
     import shapely
 
-    from ..place.outlines import index, unit_geometry
+    from ..place import outlines
 
     box = shapely.box(*mercantile.bounds(tile))
     reach = distance_m / 111_320.0 * 1.5  # degrees, generous for longitude
     around = box.buffer(reach)
-    west, south, east, north = around.bounds
-    parts = []
-    for code5, entry in index()["areas"].items():
-        b = entry.get("bbox")
-        if not b or entry.get("union_of") or entry.get("union_of_wards"):
-            continue
-        if b[0] <= east and b[2] >= west and b[1] <= north and b[3] >= south:
-            geometry = unit_geometry(code5)
-            if geometry is not None:
-                parts.append(geometry.intersection(around))
+    parts = [unit.intersection(around) for _, unit in outlines.units_near(around.bounds)]
     land = shapely.union_all(parts) if parts else shapely.Polygon()
     # Outlines simplified one by one leave slivers between neighbours: close them first.
-    sea = around.difference(land.buffer(GAP_DEGREES))
+    sea = around.difference(land.buffer(outlines.GAP_DEGREES))
     if sea.is_empty:
         return sea
     return land.intersection(sea.buffer(distance_m / 111_320.0)).intersection(box)
@@ -218,8 +296,8 @@ def paint(dataset: str, key: str) -> bytes | None:
     """
     import shapely
 
-    tile = parse_tile_key(key)
-    legend = LEGENDS[ZONE_DATASETS[dataset]]
+    tile = parse_tile_key(split_key(key)[1])
+    legend = zones_of(LEGENDS[ZONE_DATASETS[dataset]])
     lon, lat = pixel_centres(tile)
     # The field at every 4th pixel, spread over 4 x 4 blocks: a demo needs no finer.
     coarse = demo_field(dataset, lon[::4, ::4], lat[::4, ::4])

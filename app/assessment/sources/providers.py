@@ -25,7 +25,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -88,13 +88,25 @@ class LayerProvider(Protocol):
         """Describe where the dataset's figures come from, for the report."""
         ...
 
+    def origin(self, dataset: str) -> str:
+        """Name who answers for the dataset (provider and base URL): part of every cache key,
+        so an answer of one source (the demo's painted tiles) is never read back as another's.
+        """
+        ...
+
+
+def origin_of(provider: Any, dataset: str) -> str:
+    """Return a provider's origin for a dataset (its name, for one that says nothing more)."""
+    origin = getattr(provider, "origin", None)
+    return origin(dataset) if origin is not None else str(provider.name)
+
 
 def default_keys(area: Area, dataset: str) -> list[str]:
     """Return the tiles covering the area's outline, or the meshes sampled inside it."""
-    from .zones import plan
+    from .zones import dataset_keys
 
     if DATASETS[dataset].scope == "zones":
-        return plan(area).keys
+        return dataset_keys(area, dataset)
     return mesh_keys(area)
 
 
@@ -115,6 +127,10 @@ class DemoProvider:
     def source(self, dataset: str) -> dict[str, Any]:
         """Say plainly that these figures are made up."""
         return {"provider": self.name, "real": False}
+
+    def origin(self, dataset: str) -> str:
+        """Name the demo: its answers are its own."""
+        return "demo"
 
     def __init__(self, delay_seconds: float = 0.0) -> None:
         self.delay_seconds = delay_seconds
@@ -212,6 +228,10 @@ class HttpProvider:
         """Name the configured service; it vouches for its own figures."""
         return {"provider": self.name, "real": True, "service": self.base_url}
 
+    def origin(self, dataset: str) -> str:
+        """Name the service by its base URL."""
+        return f"http {self.base_url}"
+
 
 def _numbers(dataset: str, key: str, spec: Dataset, payload: Any) -> dict[str, Any]:
     if not isinstance(payload, dict):
@@ -261,6 +281,10 @@ class RoutedProvider:
     def source(self, dataset: str) -> dict[str, Any]:
         """Describe the dataset's provider."""
         return self._for(dataset).source(dataset)
+
+    def origin(self, dataset: str) -> str:
+        """Name the dataset's provider and base URL."""
+        return origin_of(self._for(dataset), dataset)
 
     def real_providers(self) -> list[LayerProvider]:
         """Return each distinct non-demo provider once (for `flask providers-check`)."""
@@ -367,16 +391,53 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
     return RoutedProvider(routes)
 
 
-# A point every service covers (Tokyo Station): the start-up probe asks about it once.
+# A point every service covers (Tokyo Station): the probe asks J-SHIS about it.
 PROBE_POINT = (35.68124, 139.76712)
 
 
-def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
-    """Ask each real service once, within timeout; return (all answered, what was seen)."""
+def check_real(provider: Any, timeout: float) -> list[tuple[str, bool, str, str]]:
+    """Ask each real service, and the portal once per zone dataset (its sample tile).
+
+    Returns (what was asked, available, what was seen, the short reason when it is not)
+    per check, in a stable order. A short reason names its service or its dataset first
+    ("J-SHIS: unreachable", "flood_zones: the sample tile is missing (HTTP 404)"), so a
+    page can word it in the reader's language (app/web/reasons.py).
+    """
     import concurrent.futures
 
-    import mercantile
+    routes = provider.routes
+    asks: dict[str, Any] = {"J-SHIS": lambda: routes["faults"].check(*PROBE_POINT)}
+    for dataset in ZONES:
+        asks[dataset] = lambda dataset=dataset: routes[dataset].sample(dataset)
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = {name: pool.submit(ask) for name, ask in asks.items()}
+        for name, future in futures.items():
+            try:
+                answer = future.result(timeout=timeout * 2)
+            except ProviderError as exc:
+                results.append((name, False, exc.reason, exc.reason))  # it names its service
+                continue
+            except Exception as exc:  # noqa: BLE001 - a probe reports, never stops the start
+                results.append((name, False, f"{name}: {exc!r}", f"{name}: {exc!r}"))
+                continue
+            if isinstance(answer, dict) and "verdict" in answer:  # a portal sample
+                verdict = answer["verdict"]
+                short = verdict if answer["status"] is None else f"{name}: {verdict}"
+                short = short.replace("not available: ", "")
+                results.append((name, answer["ok"], portal.describe_check(answer), short))
+            else:
+                results.append((name, True, f"J-SHIS: {answer}", ""))
+    return results
 
+
+def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
+    """Ask each real service within timeout; return (all available, what was seen).
+
+    The portal is asked for a sample tile known to be painted, per zone dataset: a 404,
+    an all-transparent sample or colours not in its legend mean that layer is not
+    available, so the demo is served and the reason says which layer and why.
+    """
     real = make_provider(
         {
             **config,
@@ -385,34 +446,90 @@ def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
             "LAYER_HTTP_TIMEOUT_SECONDS": timeout,
         }
     )
-    tile = mercantile.tile(PROBE_POINT[1], PROBE_POINT[0], 15)
-    key = f"{tile.z}/{tile.x}/{tile.y}"
-    routes = real.routes  # type: ignore[attr-defined]
-    asks = {
-        "J-SHIS": lambda: routes["faults"].check(*PROBE_POINT),
-        "hazard map portal": lambda: routes["flood_zones"].fetch("flood_zones", key),
-    }
-    failures = []
-    with concurrent.futures.ThreadPoolExecutor(len(asks)) as pool:
-        futures = {name: pool.submit(ask) for name, ask in asks.items()}
-        for name, future in futures.items():
-            try:
-                future.result(timeout=timeout * 2)
-            except ProviderError as exc:
-                failures.append(exc.reason)  # it names its service
-            except Exception as exc:  # noqa: BLE001 - a probe reports, never stops the start
-                failures.append(f"{name}: {exc!r}")
+    results = check_real(real, timeout)
+    failures = list(dict.fromkeys(short for _, ok, _, short in results if not ok))
     if failures:
         return False, "; ".join(failures)
-    return True, "J-SHIS and the hazard map portal answered"
+    return True, "J-SHIS and the hazard map portal answered, every layer's sample readable"
+
+
+# Which data this process serves while LAYER_PROVIDER is unset, since when and why: set
+# by the start probe and each recheck, read by serving() (the web layer, the dashboard).
+_serving: dict[str, Any] = {"mode": "", "since": None, "reason": ""}
+_serving_lock = threading.Lock()
+DEFAULT_RECHECK_SECONDS = 300.0
+
+
+def serving() -> tuple[str, Any, str]:
+    """Return (mode, since, reason): "real" or "demo" (or "" before any probe), the UTC
+    datetime the process began serving it, and what the last probe saw.
+    """
+    with _serving_lock:
+        return _serving["mode"], _serving["since"], _serving["reason"]
+
+
+def _note_serving(mode: str, reason: str) -> bool:
+    """Record a probe's outcome; return whether the mode changed."""
+    from datetime import UTC, datetime
+
+    with _serving_lock:
+        changed = mode != _serving["mode"]
+        if changed:
+            _serving["since"] = datetime.now(UTC)
+        _serving["mode"], _serving["reason"] = mode, reason
+        return changed
+
+
+def _probed_choice(config: Mapping[str, Any]) -> tuple[LayerProvider, dict[str, Any]]:
+    answered, reason = probe(config, float(config.get("PROVIDER_PROBE_SECONDS") or 3))
+    mode = "real" if answered else "demo"
+    chosen = make_provider({**config, "LAYER_PROVIDER": mode})
+    changed = _note_serving(mode, reason)
+    _, since, _ = serving()
+    choice = {
+        "mode": mode,
+        "explicit": False,
+        "setting": "",
+        "reason": reason,
+        "since": since.isoformat(timespec="seconds"),
+        "changed": changed,
+    }
+    return chosen, choice
+
+
+def recheck(
+    config: Mapping[str, Any],
+    on_change: Callable[[LayerProvider, dict[str, Any]], None],
+    stop: threading.Event,
+) -> None:
+    """Ask the services again every PROVIDER_RECHECK_SECONDS until stop is set; call
+    on_change with the new provider when the mode changes (real when all answer, demo
+    when one stops), logging once per change.
+    """
+    import logging
+
+    log = logging.getLogger(__name__)
+    every = float(config.get("PROVIDER_RECHECK_SECONDS") or DEFAULT_RECHECK_SECONDS)
+    while not stop.wait(every):
+        try:
+            provider, choice = _probed_choice(config)
+        except Exception:  # noqa: BLE001 - a recheck must never end: try again next time
+            log.exception("provider recheck failed")
+            continue
+        if choice["changed"]:
+            log.warning(
+                "LAYER_PROVIDER unset: now serving %s data (%s)", choice["mode"], choice["reason"]
+            )
+            on_change(provider, choice)
 
 
 def choose_provider(config: Mapping[str, Any]) -> tuple[LayerProvider, dict[str, Any]]:
     """Return the provider to use, and why: an explicit LAYER_PROVIDER always wins.
 
-    Unset, each real service is asked once (PROVIDER_PROBE_SECONDS): real data when they
-    all answer, else the demo, with the reason (shown on the dashboard, the new-assessment
-    page and in the log).
+    Unset, each real service is asked (PROVIDER_PROBE_SECONDS), the portal for each zone
+    layer's sample tile: real data when they all answer, else the demo, with the reason
+    (shown on the dashboard, the new-assessment page and in the log). recheck() asks again
+    every few minutes; serving() says what this process serves, since when and why.
     """
     setting = str(config.get("LAYER_PROVIDER") or "").strip()
     if setting:
@@ -423,11 +540,4 @@ def choose_provider(config: Mapping[str, Any]) -> tuple[LayerProvider, dict[str,
             "setting": setting,
             "reason": "",
         }
-    answered, reason = probe(config, float(config.get("PROVIDER_PROBE_SECONDS") or 3))
-    chosen = make_provider({**config, "LAYER_PROVIDER": "real" if answered else "demo"})
-    return chosen, {
-        "mode": "real" if answered else "demo",
-        "explicit": False,
-        "setting": "",
-        "reason": reason,
-    }
+    return _probed_choice(config)

@@ -1,12 +1,13 @@
 """The landslide zone data's conditions per prefecture, and which layers they rule out.
 
 The sediment-disaster warning zones are designated and published by each prefecture; the
-conditions under which each allows their reuse are MLIT's 国土数値情報 A33 permission list
-(A33_permision_R7.xlsx). data/landslide_terms.csv holds what this app knows of it, with
-the source of each row and whether it is confirmed. Reports are sold, so a prefecture
-whose conditions forbid commercial secondary use gets the landslide layer omitted, with
-the reason; a prefecture whose conditions are unconfirmed keeps the layer, and the report
-says the conditions were not confirmed.
+conditions under which each allows their reuse are in MLIT's 国土数値情報 A33 (令和7年度)
+conditions workbook (A33_permision_R7.xlsx), which the portal's catalogue entry for each
+landslide dataset makes part of using its tiles. data/landslide_terms.csv holds it per
+prefecture with its source (data/README.md). Reports are sold, so a prefecture whose
+conditions forbid commercial secondary use gets the landslide layer omitted, with the
+reason; a prefecture with conditions keeps the layer, and the report prints the
+conditions and the statement the prefecture requires.
 """
 
 import csv
@@ -38,3 +39,9 @@ def omitted(layer: str, area: Any) -> str:
     if row.get("commercial_use") == "forbidden":
         return f"{row['prefecture']}: {row['conditions_en']}. Source: {row['source']}."
     return ""
+
+
+def omitted_ja(area: Any) -> str:
+    """Return, in Japanese, why the landslide layer is not read for an area."""
+    row = conditions(area)
+    return f"{row.get('prefecture', '')}：{row.get('conditions_ja', '')}"

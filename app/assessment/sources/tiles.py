@@ -1,25 +1,28 @@
 """The hazard map portal's raster tiles, read pixel by pixel over a place's outline.
 
 The portal (ハザードマップポータルサイト, https://disaportal.gsi.go.jp/) publishes each
-designated-zone dataset as 256 x 256 PNG tiles at ``{base}/{id}/{z}/{x}/{y}.png``, painted
-in the colours of the dataset's legend. Here a tile's bytes and an outline become counts of
-pixels per legend class, for the pixels whose centres lie inside the outline only:
+designated-zone dataset as 256 x 256 PNG tiles, painted in the colours of the dataset's
+legend (LEGENDS: one table per dataset, each colour with the legend image it was read
+from). Here a tile's bytes and an outline become counts of pixels per legend class, for
+the pixels whose centres lie inside the outline only:
 
 - a transparent pixel, or a tile the portal does not have (HTTP 404), is "no zone mapped
   here" (NO_ZONE), which is not "safe" and not "not surveyed";
-- an opaque pixel whose colour is within TOLERANCE of a legend colour is that class;
-- any other opaque pixel (a label, an edge blended by the renderer) is UNRECOGNISED and
-  counted apart, so it never passes for a class or for "no zone".
+- a painted pixel whose colour is the nearest legend colour within tolerance(legend) is
+  that class (classify: the one function where colours meet a legend); an edge at
+  partial alpha counts in its class;
+- any other painted pixel is UNRECOGNISED and counted apart: it never passes for a class
+  or for "no zone", and a layer with more than UNKNOWN_LIMIT of them is not read at all.
 
-Where the colours come from is in docs/providers.md. Tile maths (which tiles cover an
-outline at which zoom) is mercantile's; point-in-outline tests are shapely's, vectorised
-over pixel centres with ``contains_xy``, and only for tiles that straddle the outline.
+Tile maths (which tiles cover an outline at which zoom) is mercantile's; point-in-outline
+tests are shapely's, vectorised over pixel centres with ``contains_xy``, and only for
+tiles that straddle the outline.
 """
 
 import io
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -32,22 +35,35 @@ from shapely.geometry.base import BaseGeometry
 TILE_SIZE = 256
 MIN_ZOOM, MAX_ZOOM = 2, 17
 TILE_BUDGET = 256  # tiles per layer dataset per job, at most
-TOLERANCE = 24  # per RGB channel: renderers shift legend colours by a few units
-OPAQUE = 128  # alpha at or above which a pixel is painted
 NO_ZONE = "none"
 UNRECOGNISED = "other"
+UNKNOWN_LIMIT = 0.05  # a layer whose painted pixels are more than this unknown is unread
 MAP_CELLS = 48  # the report's map: the outline's box split into this many cells a side
+
+# Where each legend colour was read: the portal's legend images (their interiors sampled;
+# docs/providers.md cites each and the record of that sampling).
+LEGEND_IMAGES = "https://disaportal.gsi.go.jp/hazardmap/copyright/img/"
+DEPTH_SOURCE = LEGEND_IMAGES + "shinsui_legend3.png"
 
 
 @dataclass(frozen=True)
 class ZoneClass:
-    """One class of a legend: its key, colour and rank (higher is worse)."""
+    """One class of a legend: its key, colour, rank (higher is worse) and the level it sets.
+
+    level is the report's level, 1 to 5, where this class is the worst present (0: the
+    class sets no level of its own, as a planned zone's border). planned: a zone whose
+    designation is planned (指定予定), not yet designated.
+    """
 
     key: str
     colour: str  # "#RRGGBB"
     rank: int
     label_en: str
     label_ja: str
+    level: int = 0
+    source: str = ""
+    planned: bool = False
+    border: bool = False  # drawn around a zone, not a zone: recognised, counted apart
 
     @property
     def rgb(self) -> tuple[int, int, int]:
@@ -55,71 +71,170 @@ class ZoneClass:
         return tuple(int(self.colour[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
 
 
-# Planned-maximum flood depth and tsunami depth: the portal's depth legend (new legend).
-DEPTH = (
-    ZoneClass("lt0.5", "#F7F5A9", 1, "under 0.5 m", "0.5m未満"),
-    ZoneClass("0.5-3", "#FFD8C0", 2, "0.5 to 3 m", "0.5〜3m"),
-    ZoneClass("3-5", "#FFB7B7", 3, "3 to 5 m", "3〜5m"),
-    ZoneClass("5-10", "#FF9191", 4, "5 to 10 m", "5〜10m"),
-    ZoneClass("10-20", "#F285C9", 5, "10 to 20 m", "10〜20m"),
-    ZoneClass("ge20", "#DC7ADC", 6, "20 m or more", "20m以上"),
-)
-
-
-def _warning(kind: str, warning: str, special: str) -> tuple[ZoneClass, ZoneClass]:
-    return (
-        ZoneClass(f"{kind}_warning", warning, 1, "warning zone", "警戒区域"),
-        ZoneClass(f"{kind}_special", special, 2, "special warning zone", "特別警戒区域"),
+def _depth(source: str) -> tuple[ZoneClass, ...]:
+    """Return the portal's eight-class depth legend (shinsui_legend3.png), one per dataset."""
+    rows = (
+        ("lt0.3", "#FFFFB3", 2, "under 0.3 m", "0.3m未満"),
+        ("0.3-0.5", "#F7F5A9", 2, "0.3 to 0.5 m", "0.3m以上0.5m未満"),
+        ("0.5-1", "#F8E1A6", 3, "0.5 to 1 m", "0.5m以上1m未満"),
+        ("1-3", "#FFD8C0", 3, "1 to 3 m", "1m以上3m未満"),
+        ("3-5", "#FFB7B7", 4, "3 to 5 m", "3m以上5m未満"),
+        ("5-10", "#FF9191", 5, "5 to 10 m", "5m以上10m未満"),
+        ("10-20", "#F285C9", 5, "10 to 20 m", "10m以上20m未満"),
+        ("ge20", "#DC7ADC", 5, "20 m or more", "20m以上"),
+    )
+    return tuple(
+        ZoneClass(key, colour, rank, en, ja, level, source)
+        for rank, (key, colour, level, en, ja) in enumerate(rows, start=1)
     )
 
 
+# The dark-blue dashed line the legends draw around a planned zone. Its exact colour is
+# not among the recorded samples, so a pixel is read as that border by its hue: clearly
+# blue (blue above red and green by BORDER_BLUE) and dark (BORDER_DARK at most on red).
+BORDER_COLOUR = "#1E3C8C"  # what the report's map draws for it; matching uses the hue rule
+BORDER_BLUE, BORDER_DARK = 64, 96
+
+
+def _warning(kind: str, image: str, colours: tuple[str, str, str, str]) -> tuple[ZoneClass, ...]:
+    """Return a landslide legend: designated and planned warning and special warning zones.
+
+    A planned zone reads one level below its designated kind (docs/providers.md).
+    """
+    source = LEGEND_IMAGES + image
+    warning, special, planned_warning, planned_special = colours
+    return (
+        ZoneClass(f"{kind}_planned_warning", planned_warning, 1, "warning zone (planned)",
+                  "警戒区域（指定予定）", 2, source, planned=True),
+        ZoneClass(f"{kind}_warning", warning, 2, "warning zone", "警戒区域", 3, source),
+        ZoneClass(f"{kind}_planned_special", planned_special, 3, "special warning zone (planned)",
+                  "特別警戒区域（指定予定）", 4, source, planned=True),
+        ZoneClass(f"{kind}_special", special, 4, "special warning zone", "特別警戒区域", 5, source),
+        ZoneClass(f"{kind}_planned_border", BORDER_COLOUR, 0, "planned zone's border",
+                  "指定予定区域の境界線", 0, source, border=True),
+    )  # fmt: skip
+
+
+# One legend per portal dataset, by its path; the colours' sources are in each class.
 LEGENDS: dict[str, tuple[ZoneClass, ...]] = {
-    "01_flood_l2_shinsuishin_data": DEPTH,
-    "04_tsunami_newlegend_data": DEPTH,
-    "05_dosekiryukeikaikuiki": _warning("debris_flow", "#EDD86F", "#C04C63"),
-    "05_kyukeishakeikaikuiki": _warning("steep_slope", "#FFED4C", "#FB684C"),
-    "05_jisuberikeikaikuiki": _warning("landslide", "#FFB74C", "#CA4C95"),
+    "01_flood_l2_shinsuishin_data": _depth(DEPTH_SOURCE),
+    # The new-legend tsunami tiles link the same depth legend image (the catalogue).
+    "04_tsunami_newlegend_data": _depth(DEPTH_SOURCE),
+    "05_dosekiryukeikaikuiki_data": _warning(
+        "debris_flow", "keikai_dosekiryu.png", ("#E6C832", "#A50021", "#EBD35B", "#B7334D")
+    ),
+    "05_kyukeishakeikaikuiki_data": _warning(
+        "steep_slope", "keikai_kyukeisya.png", ("#FAE600", "#FA2800", "#FBEB33", "#FB5333")
+    ),
+    "05_jisuberikeikaikuiki_data": _warning(
+        "landslide", "keikai_jisuberi.png", ("#FF9900", "#B40028", "#FFAD33", "#C33353")
+    ),
 }
 
 
-@lru_cache(maxsize=16)
-def _lookup(legend: tuple[ZoneClass, ...]) -> np.ndarray:
-    """Return the class of every colour, by its top 5 bits per channel (32,768 entries).
+def zones_of(legend: tuple[ZoneClass, ...]) -> tuple[ZoneClass, ...]:
+    """Return a legend's zone classes (its borders left out)."""
+    return tuple(zone for zone in legend if not zone.border)
 
-    Each entry is classified by the centre of its 8 x 8 x 8 cube of colours, so the
-    tolerance holds to within 4 units either way: a table lookup per pixel instead of a
-    distance to every legend colour.
+
+def distance(a: Any, b: Any) -> Any:
+    """Return the largest per-channel difference between colours (the matching metric)."""
+    return np.abs(np.asarray(a, dtype=np.int16) - np.asarray(b, dtype=np.int16)).max(axis=-1)
+
+
+@lru_cache(maxsize=16)
+def tolerance(legend: tuple[ZoneClass, ...]) -> int:
+    """Return how far a colour may stray from its class: below half the closest two apart.
+
+    So no colour is ever within tolerance of two classes, whichever two they are.
     """
-    levels = np.arange(32, dtype=np.int16) * 8 + 4
-    r, g, b = np.meshgrid(levels, levels, levels, indexing="ij")
-    cube = np.stack([r, g, b], axis=-1).reshape(-1, 3)
-    classes = np.full(len(cube), -1, dtype=np.int8)
-    best = np.full(len(cube), 256, dtype=np.int16)
-    for i, zone in enumerate(legend, start=1):
-        distance = np.abs(cube - np.array(zone.rgb, dtype=np.int16)).max(axis=-1)
-        closer = (distance <= TOLERANCE) & (distance < best)
-        classes[closer] = i
-        best = np.minimum(best, distance)
-    return classes
+    colours = [zone.rgb for zone in zones_of(legend)]
+    closest = min(int(distance(a, b)) for i, a in enumerate(colours) for b in colours[i + 1 :])
+    return (closest - 1) // 2
+
+
+def _match(rgb: np.ndarray, legend: tuple[ZoneClass, ...]) -> np.ndarray:
+    """Return each colour's class (1..n by legend order), or -1: the nearest within tolerance."""
+    zones = zones_of(legend)
+    palette = np.array([zone.rgb for zone in zones], dtype=np.int16)
+    far = distance(rgb[:, None, :], palette[None, :, :])  # colours x classes
+    nearest = far.argmin(axis=1)
+    index = np.array([legend.index(zone) + 1 for zone in zones])[nearest]
+    return np.where(far.min(axis=1) <= tolerance(legend), index, -1)
 
 
 def classify(rgba: np.ndarray, legend: tuple[ZoneClass, ...]) -> np.ndarray:
-    """Return each pixel's class: 0 no zone, 1..n the legend's classes, -1 unrecognised."""
-    top = (rgba[..., :3] >> 3).astype(np.int32)
-    out = _lookup(legend)[(top[..., 0] << 10) | (top[..., 1] << 5) | top[..., 2]]
-    out[rgba[..., 3] < OPAQUE] = 0
-    return out
+    """Return each pixel's class: 0 no zone, 1..n the legend's classes, -1 unrecognised.
+
+    The one place colours meet a legend: any array of RGBA (a tile, or a palette's
+    entries) in, its classes out. A transparent pixel is no zone; any other is matched to
+    the nearest legend colour within tolerance(legend); an edge drawn at partial alpha
+    counts in its class whether its colour was kept (straight alpha) or faded toward
+    black (premultiplied); a legend with a border class takes dark-blue pixels as it.
+    """
+    rgba = np.asarray(rgba, dtype=np.uint8)
+    flat = rgba.reshape(-1, 4)
+    out = np.zeros(len(flat), dtype=np.int8)
+    painted = flat[:, 3] > 0
+    if not painted.any():
+        return out.reshape(rgba.shape[:-1])
+    # Tiles hold few distinct colours: match each once.
+    packed = flat[painted].astype(np.uint32)
+    packed = (packed[:, 0] << 24) | (packed[:, 1] << 16) | (packed[:, 2] << 8) | packed[:, 3]
+    colours, inverse = np.unique(packed, return_inverse=True)
+    parts = np.stack([(colours >> s) & 0xFF for s in (24, 16, 8, 0)], axis=1).astype(np.int16)
+    rgb, alpha = parts[:, :3], parts[:, 3]
+    found = _match(rgb, legend)
+    faded = (found == -1) & (alpha < 255)
+    if faded.any():
+        restored = np.clip(rgb[faded] * 255 // alpha[faded, None], 0, 255)
+        found[faded] = _match(restored, legend)
+    borders = [i for i, zone in enumerate(legend, start=1) if zone.border]
+    if borders:
+        blue = (rgb[:, 2] - np.maximum(rgb[:, 0], rgb[:, 1]) >= BORDER_BLUE) & (
+            rgb[:, 0] <= BORDER_DARK
+        )
+        found[(found == -1) & blue] = borders[0]
+    out[painted] = found[inverse.ravel()].astype(np.int8)
+    return out.reshape(rgba.shape[:-1])
+
+
+def read_rgba(png: bytes) -> np.ndarray:
+    """Return a PNG tile's pixels as a 256 x 256 x 4 array, refusing other sizes."""
+    with Image.open(io.BytesIO(png)) as image:
+        rgba = np.asarray(image.convert("RGBA"))
+    if rgba.shape[:2] != (TILE_SIZE, TILE_SIZE):
+        raise ValueError(f"a tile is {TILE_SIZE} pixels square, not {rgba.shape[:2]}")
+    return rgba
 
 
 def decode(png: bytes | None, legend: tuple[ZoneClass, ...]) -> np.ndarray:
     """Return the class of every pixel of a tile (None: the portal has no such tile)."""
     if png is None:
         return np.zeros((TILE_SIZE, TILE_SIZE), dtype=np.int8)
-    with Image.open(io.BytesIO(png)) as image:
-        rgba = np.asarray(image.convert("RGBA"))
-    if rgba.shape[:2] != (TILE_SIZE, TILE_SIZE):
-        raise ValueError(f"a tile is {TILE_SIZE} pixels square, not {rgba.shape[:2]}")
-    return classify(rgba, legend)
+    return classify(read_rgba(png), legend)
+
+
+def unknown_colours(png: bytes, classes: np.ndarray, inside: np.ndarray) -> dict[str, int]:
+    """Return the colours (#RRGGBBAA) of a tile's unrecognised pixels inside, with counts."""
+    rgba = read_rgba(png)[(classes == -1) & inside]
+    seen: dict[str, int] = {}
+    for r, g, b, a in rgba.tolist():
+        colour = f"#{r:02X}{g:02X}{b:02X}{a:02X}"
+        seen[colour] = seen.get(colour, 0) + 1
+    return seen
+
+
+def merge(first: np.ndarray, second: np.ndarray, legend: tuple[ZoneClass, ...]) -> np.ndarray:
+    """Return one tile's classes from two sources of it (two prefectures): the worse wins.
+
+    A pixel painted in one and transparent in the other keeps its paint; painted in both,
+    the class of higher rank; an unrecognised colour in either stays unrecognised.
+    """
+    ranks = np.array([-1, 0] + [zone.rank + 1 for zone in legend])  # index: class + 1
+    out = np.where(ranks[second + 1] > ranks[first + 1], second, first)
+    out[(first == -1) | (second == -1)] = -1
+    return out.astype(np.int8)
 
 
 def pixel_centres(tile: mercantile.Tile) -> tuple[np.ndarray, np.ndarray]:
@@ -144,27 +259,41 @@ def inside_mask(tile: mercantile.Tile, outline: BaseGeometry) -> np.ndarray:
     return shapely.contains_xy(part, lon, lat)
 
 
+def _touching(outline: BaseGeometry, tiles: Iterable[mercantile.Tile]) -> list[mercantile.Tile]:
+    return [t for t in tiles if outline.intersects(shapely.box(*mercantile.bounds(t)))]
+
+
+def _descend(outline: BaseGeometry, zoom: int, budget: int | None = None):
+    """Yield (zoom, the tiles the outline touches there) from MIN_ZOOM down to zoom.
+
+    A tile touches the outline only if its parent does, so each level is found among the
+    children of the one above: the cost follows the tiles touched, not the outline's box
+    (a municipality of scattered islands has a box of thousands of empty tiles). Stops
+    after the first level past budget, if one is given.
+    """
+    shapely.prepare(outline)
+    level = _touching(outline, mercantile.tiles(*outline.bounds, zooms=MIN_ZOOM))
+    yield MIN_ZOOM, level
+    for z in range(MIN_ZOOM + 1, zoom + 1):
+        if budget is not None and len(level) > budget:
+            return
+        level = _touching(outline, (c for t in level for c in mercantile.children(t)))
+        yield z, level
+
+
 def covering(outline: BaseGeometry, zoom: int) -> list[mercantile.Tile]:
     """Return the tiles at zoom that the outline touches."""
-    shapely.prepare(outline)
-    return [
-        tile
-        for tile in mercantile.tiles(*outline.bounds, zooms=zoom)
-        if outline.intersects(shapely.box(*mercantile.bounds(tile)))
-    ]
+    *_, (_, deepest) = _descend(outline, zoom)
+    return sorted(deepest, key=lambda t: (t.y, t.x))
 
 
 def zoom_for(outline: BaseGeometry, budget: int = TILE_BUDGET) -> int:
-    """Return the deepest zoom at which the outline's tiles fit the budget."""
-    west, south, east, north = outline.bounds
-    for zoom in range(MAX_ZOOM, MIN_ZOOM - 1, -1):
-        # The box's tile count bounds the outline's: count precisely only when it may fit.
-        low = mercantile.tile(west, north, zoom)
-        high = mercantile.tile(east, south, zoom)
-        boxed = (high.x - low.x + 1) * (high.y - low.y + 1)
-        if boxed <= budget or (boxed <= 4 * budget and len(covering(outline, zoom)) <= budget):
-            return zoom
-    return MIN_ZOOM
+    """Return the deepest zoom at which the outline's tiles, counted exactly, fit the budget."""
+    best = MIN_ZOOM
+    for zoom, level in _descend(outline, MAX_ZOOM, budget):
+        if len(level) <= budget:
+            best = zoom
+    return best
 
 
 def tile_key(tile: mercantile.Tile) -> str:
@@ -202,6 +331,7 @@ class Reading:
     cells: dict[int, int]  # map cell (row * MAP_CELLS + col) -> the worst class index there
     tiles: int = 0
     missing: int = 0  # tiles the portal does not have (404): no zone mapped there
+    unknown: dict[str, int] = field(default_factory=dict)  # colour seen -> pixels
 
     @classmethod
     def start(cls, legend: tuple[ZoneClass, ...], outline: BaseGeometry) -> "Reading":
@@ -233,6 +363,15 @@ class Reading:
         """Return the number of pixels read inside the outline."""
         return sum(self.counts.values())
 
+    def unknown_share(self) -> float:
+        """Return the unrecognised share of the painted pixels inside (0 when none is)."""
+        painted = self.total() - self.counts[NO_ZONE]
+        return self.counts[UNRECOGNISED] / painted if painted else 0.0
+
+    def unreadable(self) -> bool:
+        """Say whether too many painted pixels are of no legend colour to read the layer."""
+        return self.unknown_share() > UNKNOWN_LIMIT
+
     def shares(self) -> dict[str, float]:
         """Return each class's share of the pixels inside the outline, 0 to 1."""
         total = self.total()
@@ -249,8 +388,12 @@ def read_tiles(
     reading = Reading.start(legend, outline)
     for tile, png in tiles:
         inside = masks[tile] if masks is not None else inside_mask(tile, outline)
-        reading.add(tile, decode(png, legend), inside)
+        classes = decode(png, legend)
+        reading.add(tile, classes, inside)
         reading.missing += png is None
+        if png is not None and (classes[inside] == -1).any():
+            for colour, n in unknown_colours(png, classes, inside).items():
+                reading.unknown[colour] = reading.unknown.get(colour, 0) + n
     return reading
 
 

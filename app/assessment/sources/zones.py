@@ -1,7 +1,8 @@
 """Which tiles an assessment reads for an area, and which of their pixels are the area's.
 
-plan(area) is the area's outline (or a point's circle), the deepest zoom at which the
-tiles touching it fit the per-dataset budget, and those tiles; every zone dataset of a
+plan(area) is the area's outline (or a point's circle on land), the deepest zoom at which
+the tiles touching it, counted exactly, fit the per-dataset budget, those tiles, and the
+prefectures it lies in (the landslide datasets are read per prefecture); every zone dataset of a
 job reads the same tiles, so a job's masks (pixels inside the outline) are computed once
 per tile and shared by its layers (Masks), kept packed, and only for straddling tiles.
 """
@@ -15,10 +16,12 @@ import mercantile
 import numpy as np
 from shapely.geometry.base import BaseGeometry
 
-from ..place.outlines import Outline, outline_of
+from ..place.outlines import Outline, outline_of, prefectures_touching
 from . import tiles
 
 DEFAULT_TILE_BUDGET = 64
+# The datasets the portal publishes per prefecture, with no national path (its catalogue).
+PER_PREFECTURE = frozenset({"debris_flow_zones", "steep_slope_zones", "landslide_zones"})
 _settings = {"budget": DEFAULT_TILE_BUDGET}
 
 
@@ -39,6 +42,7 @@ class Plan:
     zoom: int
     tiles: tuple[mercantile.Tile, ...]
     budget: int
+    prefectures: tuple[str, ...] = ()  # two-digit codes, the area's own first
 
     @property
     def keys(self) -> list[str]:
@@ -49,6 +53,7 @@ class Plan:
         """Return what the report says about the extent and the zoom."""
         lat = (self.outline.geometry.bounds[1] + self.outline.geometry.bounds[3]) / 2
         return {
+            "prefectures": list(self.prefectures),
             "kind": self.outline.kind,
             "note": self.outline.note,
             "zoom": self.zoom,
@@ -62,12 +67,23 @@ class Plan:
 def _plan(area: Any, radius_m: float, budget: int) -> Plan:
     outline = outline_of(area)
     zoom = tiles.zoom_for(outline.geometry, budget)
-    return Plan(outline, zoom, tuple(tiles.covering(outline.geometry, zoom)), budget)
+    prefectures = prefectures_touching(outline.geometry, str(area.code)[:2])
+    return Plan(
+        outline, zoom, tuple(tiles.covering(outline.geometry, zoom)), budget, tuple(prefectures)
+    )
 
 
 def plan(area: Any) -> Plan:
     """Return the area's plan (cached: every dataset and job of one area asks the same)."""
     return _plan(area, getattr(area, "radius_m", 0.0), _settings["budget"])
+
+
+def dataset_keys(area: Any, dataset: str) -> list[str]:
+    """Return the keys a zone dataset is fetched by: per prefecture where it is published so."""
+    planned = plan(area)
+    if dataset not in PER_PREFECTURE:
+        return planned.keys
+    return [f"{pref}/{key}" for key in planned.keys for pref in planned.prefectures]
 
 
 class Masks:

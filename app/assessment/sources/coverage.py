@@ -1,0 +1,54 @@
+"""Which zone layers have open data for a place, and which the data's terms let us read.
+
+data/coverage.csv records, per layer and prefecture, what the portal's open-data catalogue
+(https://disaportal.gsi.go.jp/hazardmap/copyright/opendata.html) and its tsunami
+publication list deliver, with the source and the date it was read: "no" (no open
+delivery for that prefecture: the layer is "not_published", with the reason), "islands"
+(only the units from a code on: Tokyo's tsunami data cover its islands alone) or "partly"
+(read, with a note the report prints). terms.py says where the landslide data's terms
+forbid the use (the layer is "omitted").
+"""
+
+import csv
+import io
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from . import terms
+
+
+@lru_cache(maxsize=1)
+def table() -> list[dict[str, str]]:
+    """Return the coverage rows."""
+    text = resources.files(__package__).joinpath("data", "coverage.csv").read_text("utf-8")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def rows_for(layer: str, area: Any) -> list[dict[str, str]]:
+    """Return the rows about a layer in the area's prefecture (and those for every one)."""
+    pref = str(area.code)[:2]
+    return [r for r in table() if r["layer"] == layer and r["pref_code"] in (pref, "*")]
+
+
+def unread(layer: str, area: Any) -> tuple[str, str, str]:
+    """Return ("not_published" or "omitted", why in English, in Japanese) for a layer not
+    read here, else ("", "", "").
+    """
+    if reason := terms.omitted(layer, area):
+        return "omitted", reason, terms.omitted_ja(area)
+    code5 = str(area.code)[:5]
+    for row in rows_for(layer, area):
+        if row["published"] == "no" or (row["published"] == "islands" and code5 < row["scope"]):
+            where = f" (source: {row['source']}, read {row['retrieved']})"
+            return "not_published", row["reason_en"] + where, row["reason_ja"]
+    return "", "", ""
+
+
+def notes(layer: str, area: Any) -> list[dict[str, str]]:
+    """Return what the report says about a layer's partial coverage here, in both languages."""
+    return [
+        {"en": r["reason_en"], "ja": r["reason_ja"], "source": r["source"], "date": r["retrieved"]}
+        for r in rows_for(layer, area)
+        if r["published"] == "partly"
+    ]

@@ -1,0 +1,379 @@
+"""The portal's tiles read as the portal publishes them: its legends, colour by colour.
+
+Every colour below is typed in from the portal's legend images (docs/providers.md cites
+each), not taken from the app's tables, so a table that drifts from the published legend
+fails here. Tiles are constructed to those legends (tests/recorded/README.md): a colour
+at full alpha, at partial alpha as an anti-aliased edge is drawn (straight and faded to
+black), and a planned zone with its dark-blue dashed border. None is a recording.
+"""
+
+import io
+
+import mercantile
+import numpy as np
+import pytest
+import shapely
+from PIL import Image
+
+from app.assessment import resolve_place
+from app.assessment.place import outlines
+from app.assessment.report import analysis
+from app.assessment.sources import tiles, zones
+from app.assessment.sources.portal import ZONE_DATASETS, judge, split_key
+
+SIZE = tiles.TILE_SIZE
+FLOOD, TSUNAMI = "01_flood_l2_shinsuishin_data", "04_tsunami_newlegend_data"
+DEBRIS, SLOPE, SLIDE = (
+    "05_dosekiryukeikaikuiki_data",
+    "05_kyukeishakeikaikuiki_data",
+    "05_jisuberikeikaikuiki_data",
+)
+# shinsui_legend3.png: the depth legend of the flood and new-legend tsunami tiles.
+DEPTH = [
+    ("#FFFFB3", "lt0.3", 2),
+    ("#F7F5A9", "0.3-0.5", 2),
+    ("#F8E1A6", "0.5-1", 3),  # above floor level: never "under 0.5 m"
+    ("#FFD8C0", "1-3", 3),
+    ("#FFB7B7", "3-5", 4),
+    ("#FF9191", "5-10", 5),
+    ("#F285C9", "10-20", 5),
+    ("#DC7ADC", "ge20", 5),
+]
+# keikai_dosekiryu.png, keikai_kyukeisya.png, keikai_jisuberi.png: designated warning and
+# special warning zones, then planned (指定予定) ones, a level below.
+LANDSLIDE = [
+    (DEBRIS, "#E6C832", "debris_flow_warning", 3),
+    (DEBRIS, "#A50021", "debris_flow_special", 5),
+    (DEBRIS, "#EBD35B", "debris_flow_planned_warning", 2),
+    (DEBRIS, "#B7334D", "debris_flow_planned_special", 4),
+    (SLOPE, "#FAE600", "steep_slope_warning", 3),
+    (SLOPE, "#FA2800", "steep_slope_special", 5),
+    (SLOPE, "#FBEB33", "steep_slope_planned_warning", 2),
+    (SLOPE, "#FB5333", "steep_slope_planned_special", 4),
+    (SLIDE, "#FF9900", "landslide_warning", 3),
+    (SLIDE, "#B40028", "landslide_special", 5),
+    (SLIDE, "#FFAD33", "landslide_planned_warning", 2),
+    (SLIDE, "#C33353", "landslide_planned_special", 4),
+]
+PUBLISHED = [(d, c, k, lv) for d in (FLOOD, TSUNAMI) for c, k, lv in DEPTH] + LANDSLIDE
+BORDER = (0x1E, 0x3C, 0x8C)  # a dark blue, as the legends draw a planned zone's dashes
+
+
+def rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
+
+
+def encode(pixels: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(pixels.astype(np.uint8), "RGBA").save(out, "PNG")
+    return out.getvalue()
+
+
+def filled(colour: tuple[int, ...], alpha: int = 255) -> bytes:
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[..., :3], pixels[..., 3] = colour, alpha
+    return encode(pixels)
+
+
+def planned_zone(fill: tuple[int, int, int]) -> bytes:
+    """A planned zone: a filled square, its dark-blue dashed border, an anti-aliased rim."""
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[64:192, 64:192] = (*fill, 255)
+    dashes = (np.arange(SIZE) // 6) % 2 == 0  # 6 px on, 6 px off
+    for edge in (64, 65, 190, 191):
+        pixels[edge, 64:192][dashes[64:192]] = (*BORDER, 255)
+        pixels[64:192, edge][dashes[64:192]] = (*BORDER, 255)
+    pixels[63, 64:192] = (*fill, 96)  # the rim at partial alpha, straight
+    pixels[192, 64:192] = (*(c * 96 // 255 for c in fill), 96)  # and premultiplied
+    return encode(pixels)
+
+
+def inside_tile() -> tuple[mercantile.Tile, shapely.Geometry]:
+    area = resolve_place("千代田区")
+    tile = mercantile.tile(139.7528, 35.6852, 16)  # the Imperial Palace grounds
+    return tile, outlines.outline_of(area).geometry
+
+
+@pytest.mark.parametrize(("path", "colour", "key", "level"), PUBLISHED)
+def test_each_published_colour_reads_as_its_class_and_sets_its_level(path, colour, key, level):
+    tile, outline = inside_tile()
+    reading = tiles.read_tiles(tiles.LEGENDS[path], outline, [(tile, filled(rgb(colour)))])
+    assert reading.counts[key] == SIZE * SIZE
+    zone = next(zone for zone in tiles.LEGENDS[path] if zone.key == key)
+    assert zone.level == level and zone.colour == colour and zone.source.endswith(".png")
+    assert zone.planned == ("planned" in key)
+
+
+@pytest.mark.parametrize("path", list(tiles.LEGENDS))
+def test_the_tolerance_is_below_half_the_distance_of_the_two_closest_colours(path):
+    legend = tiles.LEGENDS[path]
+    colours = [zone.rgb for zone in tiles.zones_of(legend)]
+    closest = min(
+        int(tiles.distance(a, b)) for i, a in enumerate(colours) for b in colours[i + 1 :]
+    )
+    assert 2 * tiles.tolerance(legend) < closest
+    # So a colour between the two closest ones reads as neither, never as the wrong one.
+    a, b = sorted(
+        ((a, b) for i, a in enumerate(colours) for b in colours[i + 1 :]),
+        key=lambda pair: int(tiles.distance(*pair)),
+    )[0]
+    middle = tuple((x + y) // 2 for x, y in zip(a, b, strict=True))
+    classes = tiles.classify(np.array([[(*middle, 255)]]), legend)
+    assert classes[0, 0] == -1 or int(tiles.distance(middle, colours[classes[0, 0] - 1])) <= (
+        tiles.tolerance(legend)
+    )
+
+
+def test_a_depth_of_half_a_metre_to_a_metre_is_never_read_as_under_half_a_metre():
+    # Before: with a tolerance of 24 #F8E1A6 (0.5-1 m) read as "under 0.5 m", level 2.
+    tile, outline = inside_tile()
+    reading = tiles.read_tiles(tiles.LEGENDS[FLOOD], outline, [(tile, filled(rgb("#F8E1A6")))])
+    answer = {"counts": reading.counts, "rects": []}
+    row = analysis._zones({"flood_zones": [answer]})
+    assert row["worst"] == "0.5-1" and analysis.level_of(row["index"]) == 3
+
+
+@pytest.mark.parametrize("path", [FLOOD, DEBRIS])
+def test_an_edge_at_partial_alpha_counts_in_its_class(path):
+    zone = tiles.zones_of(tiles.LEGENDS[path])[1]
+    straight = tiles.decode(filled(zone.rgb, alpha=60), tiles.LEGENDS[path])
+    faded = tiles.decode(filled(tuple(c * 60 // 255 for c in zone.rgb), 60), tiles.LEGENDS[path])
+    index = tiles.LEGENDS[path].index(zone) + 1
+    assert (straight == index).all() and (faded == index).all()
+
+
+def test_a_planned_zone_with_its_dashed_border_reads_as_planned_and_nothing_unknown():
+    tile, outline = inside_tile()
+    legend = tiles.LEGENDS[SLOPE]
+    reading = tiles.read_tiles(legend, outline, [(tile, planned_zone(rgb("#FB5333")))])
+    assert reading.counts[tiles.UNRECOGNISED] == 0 and not reading.unreadable()
+    assert reading.counts["steep_slope_planned_border"] > 0
+    assert reading.counts["steep_slope_planned_special"] > 120 * 120
+    row = analysis._zones({"steep_slope_zones": [{"counts": reading.counts, "rects": []}]})
+    # Planned special warning: one level below a designated one, and said so.
+    assert row["worst"] == "steep_slope_planned_special"
+    assert analysis.level_of(row["index"]) == 4 and row["state"] == "zones"
+    legend_rows = analysis.legend_of("landslide")
+    planned = next(r for r in legend_rows if r["key"] == "steep_slope_planned_special")
+    assert planned["planned"] and "指定予定" in planned["ja"] and "planned" in planned["en"]
+
+
+def test_unknown_colours_are_counted_and_over_five_percent_make_the_layer_unreadable():
+    tile, outline = inside_tile()
+    legend = tiles.LEGENDS[FLOOD]
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[:, :128] = (*rgb("#FFB7B7"), 255)
+    pixels[:, 128:136] = (0x00, 0x80, 0x00, 255)  # 8 columns of green: 5.9 % of the paint
+    reading = tiles.read_tiles(legend, outline, [(tile, encode(pixels))])
+    assert reading.counts[tiles.UNRECOGNISED] == 8 * SIZE
+    assert reading.unreadable() and reading.unknown == {"#008000FF": 8 * SIZE}
+    pixels[:, 132:136] = 0  # 4 columns: 3 %, read
+    assert not tiles.read_tiles(legend, outline, [(tile, encode(pixels))]).unreadable()
+
+
+def test_two_prefectures_tiles_of_one_place_merge_worst_first():
+    legend = tiles.LEGENDS[SLIDE]
+    index = {zone.key: i for i, zone in enumerate(legend, start=1)}
+    warning, special = index["landslide_warning"], index["landslide_special"]
+    a = np.array([[0, warning, special, -1]], dtype=np.int8)
+    b = np.array([[warning, special, 0, 0]], dtype=np.int8)
+    assert tiles.merge(a, b, legend).tolist() == [[warning, special, special, -1]]
+
+
+# --- which tiles, for which place ------------------------------------------------------------
+
+
+def test_landslide_keys_are_per_prefecture_and_flood_keys_are_national():
+    area = resolve_place("千代田区")
+    plan = zones.plan(area)
+    assert plan.prefectures == ("13",)
+    keys = zones.dataset_keys(area, "debris_flow_zones")
+    assert keys == [f"13/{key}" for key in plan.keys]
+    assert zones.dataset_keys(area, "flood_zones") == plan.keys
+    assert split_key(keys[0]) == ("13", plan.keys[0])
+    with pytest.raises(ValueError):
+        split_key("48/12/3638/1612")
+
+
+def test_a_point_straddling_two_prefectures_reads_both():
+    # On the Tama river, between 東京都大田区 and 神奈川県川崎市.
+    area = resolve_place("35.5517, 139.7008")
+    plan = zones.plan(area)
+    assert set(plan.prefectures) == {"13", "14"} and plan.prefectures[0] == area.code[:2]
+    keys = zones.dataset_keys(area, "landslide_zones")
+    assert len(keys) == 2 * len(plan.keys)
+    assert {split_key(key)[0] for key in keys} == {"13", "14"}
+
+
+def test_a_coastal_points_circle_is_land_only():
+    # 白浜町 (Wakayama), on the shore: most of a 500 m circle around it is sea.
+    area = resolve_place("33.6934, 135.3350")
+    whole = outlines.circle(area.lat, area.lon, area.radius_m)
+    land = outlines.outline_of(area)
+    assert land.kind == "circle" and land.note == "point, land only"
+    assert 0.1 < land.geometry.area / whole.area < 0.6
+    inland = outlines.outline_of(resolve_place("35.6812, 139.7671"))
+    assert inland.note == "point"
+
+
+def test_the_exact_tile_count_decides_the_zoom_for_scattered_islands():
+    # 小笠原村: islands across a box of thousands of empty tiles. Before: z9.
+    outline = outlines.outline_of(resolve_place("小笠原村")).geometry
+    zoom = tiles.zoom_for(outline, 64)
+    assert len(tiles.covering(outline, zoom)) <= 64 < len(tiles.covering(outline, zoom + 1))
+    assert zoom >= 12
+
+
+# --- the probe's judgement of a sample tile ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "png", "verdict"),
+    [
+        (404, None, "missing (HTTP 404)"),
+        (200, filled((0, 0, 0), alpha=0), "all transparent"),
+        (200, filled((0, 0x80, 0)), "colours not in the published legend"),
+    ],
+)
+def test_a_sample_that_is_missing_transparent_or_off_legend_is_not_available(status, png, verdict):
+    result = judge("flood_zones", "12/3638/1612", status, png)
+    assert result["ok"] is False and verdict in result["verdict"]
+
+
+def test_a_painted_sample_is_available_with_its_shares():
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[:64] = (*rgb("#A50021"), 255)
+    result = judge("debris_flow_zones", "13/8/226/102", 200, encode(pixels))
+    assert result["ok"] and result["painted"] == 0.25 and result["unknown"] == 0.0
+    assert result["path"] == ZONE_DATASETS["debris_flow_zones"]
+
+
+# --- how the report words levels, states and small shares ---------------------------------------
+
+
+def rows(landslide_share: float) -> list[dict]:
+    """Stored layer rows: flood found nothing, tsunami is not published, landslide maybe."""
+    found = landslide_share > 0
+    return [
+        {"key": "flood", "state": "no_zone", "index": None, "numbers": {}, "shares": {}},
+        {
+            "key": "tsunami",
+            "state": "not_published",
+            "reason": "islands only",
+            "reason_ja": "島しょ部のみ",
+            "index": None,
+            "numbers": {},
+            "shares": {},
+        },
+        {
+            "key": "liquefaction",
+            "state": "read",
+            "index": analysis.index_of(3),
+            "numbers": {"moderate_or_high_share": 0.3},
+        },
+        {
+            "key": "landslide",
+            "state": "zones" if found else "no_zone",
+            "index": analysis.index_of(3) if found else None,
+            "numbers": {"worst_class_share": landslide_share} if found else {},
+            "worst": "landslide_warning" if found else None,
+        },
+        {
+            "key": "seismic",
+            "state": "read",
+            "index": analysis.index_of(2),
+            "numbers": {"shaking_prob_30y": 0.02},
+        },
+    ]
+
+
+NO_ZONE_JA = "指定区域は見つかりませんでした（安全とは限りません。データが未整備の場合があります）"
+NO_ZONE_EN = "No designated zone found (not necessarily safe: the data may not be prepared)"
+
+
+@pytest.mark.parametrize(
+    ("lang", "tiny", "no_zone", "not_published"),
+    [
+        ("ja", "0.1 %未満", NO_ZONE_JA, "この都道府県の公開データはありません"),
+        ("en", "under 0.1 %", NO_ZONE_EN, "Not published for this prefecture"),
+    ],
+)
+def test_layers_without_a_level_say_why_and_never_very_low(app, lang, tiny, no_zone, not_published):
+    from flask import render_template
+
+    area = resolve_place("千代田区")
+    described = analysis.describe(area, lang, rows(0.0003))
+    levels = {row["key"]: row["level"] for row in described["layers"]}
+    assert levels == {
+        "flood": None,
+        "tsunami": None,
+        "liquefaction": 3,
+        "landslide": 3,
+        "seismic": 2,
+    }
+    # Only layers with a level count: the headline is level 3, not dragged by "no zone".
+    assert described["level"] == 3 and set(described["worst"]) == {"liquefaction", "landslide"}
+    assert described["least"] == ["seismic"] and described["zones_found"] is True
+    report = {
+        "area": area.to_dict(),
+        "lang": lang,
+        "provider": "demo",
+        "generated_at": "2026-12-01T00:00:00+00:00",
+        **described,
+    }
+    with app.test_request_context():
+        html = render_template("partials/_report.html", report=report)
+    assert 'data-layer="flood" data-state="no_zone"' in html and no_zone in html
+    assert 'data-layer="tsunami" data-state="not_published"' in html and not_published in html
+    # Never "very low": no layer, and no bar, at level 1.
+    assert 'class="report-level-1"' not in html and "report-level-1 " not in html
+    assert html.count('class="report-bar report-level-none"') == 2
+    # The landslide share that decides its level is 0.03 %: said as under 0.1 %, not 0.0 %.
+    assert f'<span class="report-figure-value">{tiny}</span>' in html
+
+
+def test_with_no_zone_found_anywhere_the_headline_says_so(app):
+    from flask import render_template
+
+    area = resolve_place("千代田区")
+    for lang, words in (
+        ("en", "No designated zone"),
+        ("ja", "指定区域（洪水・津波・土砂災害）は見つかりませんでした"),
+    ):
+        described = analysis.describe(area, lang, rows(0.0))
+        assert described["zones_found"] is False and words in described["narrative"]
+        assert described["level"] == 3  # liquefaction's: the zone layers have none
+        report = {"area": area.to_dict(), "lang": lang, "provider": "demo",
+                  "generated_at": "2026-12-01T00:00:00+00:00", **described}  # fmt: skip
+        with app.test_request_context():
+            html = render_template("partials/_report.html", report=report)
+        assert 'data-zones-found="no"' in html
+
+
+# --- the landslide data's terms and credit --------------------------------------------------------
+
+
+def test_every_prefecture_has_its_landslide_terms_and_the_required_statements():
+    from app.assessment.report import provenance
+    from app.assessment.sources import terms
+
+    uses = [row["commercial_use"] for row in terms.table().values()]
+    assert len(uses) == 47 and uses.count("permitted") == 41 and uses.count("forbidden") == 1
+    conditional = sorted(
+        code for code, row in terms.table().items() if row["commercial_use"] != "permitted"
+    )
+    assert conditional == ["14", "26", "30", "31", "34", "42"]
+    assert all("A33_permision_R7.xlsx" in row["source"] for row in terms.table().values())
+    sources = {"landslide_zones": {"real": True}, "flood_zones": {"real": True}}
+    for place, statement in (
+        ("和歌山市", "原典資料提供元の和歌山県が有しているデータを加工したものです。"),
+        ("広島市", "土砂災害ポータルひろしまおよび広島県Dobox"),
+        ("長崎市", "出典：長崎県、国土数値情報（CC BY 4.0）"),
+        ("札幌市", ""),
+    ):
+        prov = provenance.describe(sources, resolve_place(place))
+        assert statement in prov["landslide_terms"]["statement_ja"]
+        credits = " ".join(s["credit_ja"] for s in prov["services"])
+        assert "「国土数値情報（令和７年度土砂災害警戒区域）」をもとに国土地理院が加工" in credits
+        # The report speaks of the data, never of how this table was made.
+        assert "未確認" not in str(prov) and "internet" not in str(prov)
