@@ -16,9 +16,10 @@ from typing import Any
 from ..caches.singleflight import CacheStats, SingleFlightCache
 from .errors import ProviderError, Stopped
 from .place.area import Area
-from .report import maps, provenance
+from .place.sampling import mesh250
+from .report import maps, provenance, spot
 from .report.analysis import LANGS, LAYERS, Layer, analyse
-from .sources import portal, terms, tiles, zones
+from .sources import basemap, pixels, portal, terms, tiles, zones
 from .sources.providers import DATASETS, LayerProvider, default_keys
 
 Fetched = dict[str, list[dict[str, Any]]]
@@ -110,6 +111,10 @@ def run_assessment(
     planned = {ds: len(keys_for(area, ds, provider)) for ds in dict.fromkeys(datasets)}
     done_keys = [0]
     done_lock = threading.Lock()
+    # A point's report also says what lies at the spot itself (report/spot.py).
+    here = (area.lat, area.lon) if getattr(area, "radius_m", 0) else None
+    spots: dict[str, tuple[tuple[tiles.ZoneClass, ...], int, pixels.Nearest]] = {}
+    rasters: dict[str, maps.ZoneRaster] = {}
 
     def tick() -> None:
         with done_lock:
@@ -118,29 +123,46 @@ def run_assessment(
     def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
         legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
+        raster = rasters[dataset] = maps.ZoneRaster(
+            legend, zone_plan.outline.geometry.bounds, zone_plan.zoom
+        )
+        near: pixels.Nearest = {}
 
-        def one(key: str) -> tuple[Any, Any, bool]:
+        def decoded(key: str) -> Any:
             answer = fetch(dataset, key) or {"png": None}
             png = portal.decode_answer(answer)
             try:
-                classes = tiles.decode(png, legend)
+                return tiles.decode(png, legend), png is None
             except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
                 raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
-            return tiles.parse_tile_key(key), classes, png is None
+
+        def one(key: str) -> tuple[Any, Any, bool, Any, pixels.Nearest]:
+            classes, missing = decoded(key)
+            tile = tiles.parse_tile_key(key)
+            # The pixel work runs where the decode does; the job's thread only merges.
+            small = pixels.shrink(classes, raster.factor, raster.ranks)
+            found = pixels.nearest(tile, classes, masks.get(tile), *here) if here else {}
+            return tile, classes, missing, small, found
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
         # so at most a batch of decoded tiles waits to be counted.
         fetchers = ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-tile")
         try:
             for start in range(0, len(keys), 2 * TILE_FETCHERS):
-                for tile, classes, missing in fetchers.map(
+                for tile, classes, missing, small, found in fetchers.map(
                     one, keys[start : start + 2 * TILE_FETCHERS]
                 ):
                     reading.add(tile, classes, masks.get(tile))
                     reading.missing += missing
+                    raster.add(tile, small)
+                    pixels.merge_nearest(near, found)
                     tick()
         finally:
             fetchers.shutdown(wait=False, cancel_futures=True)
+        if here:  # the pixel under the spot, at the portal's deepest zoom: one more tile
+            tile, col, row = pixels.pixel_of(*here, spot.SPOT_ZOOM)
+            classes, _ = decoded(tiles.tile_key(tile))
+            spots[dataset] = (legend, pixels.class_at(classes, col, row), near)
         return [maps.as_answer(reading, zone_plan)]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
@@ -168,11 +190,35 @@ def run_assessment(
             return {}  # its data's terms forbid this use here: not fetched at all
         return {ds: fetch_dataset(ds) for ds in layer.datasets}
 
+    def fetch_base_map() -> dict[str, Any]:
+        base = getattr(provider, "basemap", None)
+        if base is None:
+            return {"base": None, "base_reason": "demo"}
+        box = maps.view_box(zone_plan.outline.geometry.bounds)
+        zoom, wanted = basemap.plan(box)
+
+        def one(tile: Any) -> bytes | None:
+            key = tiles.tile_key(tile)
+            if stop.is_set():
+                raise Stopped()
+            answer = cache.get((basemap.DATASET, key), lambda: base.fetch(key, stop), counter)
+            return portal.decode_answer(answer)
+
+        try:
+            with ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-base") as few:
+                pngs = dict(zip(wanted, few.map(one, wanted), strict=True))
+            picture = maps.base_map(box, zoom, pngs)
+        except (ProviderError, OSError, ValueError):
+            # The zones stand without it: the map says the base map could not be read.
+            return {"base": None, "base_reason": "unavailable"}
+        return {"base": picture, "base_reason": None, "base_zoom": zoom, "base_tiles": len(pngs)}
+
     total = len(LAYERS)
     total_keys = max(1, sum(planned[ds] for ds in datasets))
     progress(layers_step([]), 0)
     fetched: dict[str, Fetched] = {}
-    pool = ThreadPoolExecutor(max_workers=total, thread_name_prefix="assessment-layer")
+    pool = ThreadPoolExecutor(max_workers=total + 1, thread_name_prefix="assessment-layer")
+    base_future = pool.submit(fetch_base_map)
     try:
         pending: dict[Future[Fetched], Layer] = {
             pool.submit(fetch_layer, layer): layer for layer in LAYERS
@@ -200,6 +246,7 @@ def run_assessment(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
 
+    base = base_future.result()
     progress(ANALYSING_STEP, 95)
     sources = describe_sources(provider, fetched, area)
     analysed = analyse(area, lang, fetched)
@@ -212,6 +259,9 @@ def run_assessment(
                 dataset: maps.mesh_rects(zone_plan.outline.geometry.bounds, classes, ranks)
             }
         row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
+        if row["key"] in fetched:
+            row.update(draw_zones(row, rasters, zone_plan.outline.geometry.bounds))
+            row.update(at_the_spot(row, fetched[row["key"]], spots, here, fetch))
         row["source"] = [
             {"dataset": ds, **{k: v for k, v in sources[ds].items() if k != "notes"}}
             for ds in fetched[row["key"]]
@@ -219,6 +269,7 @@ def run_assessment(
     report = {
         "area": area.to_dict(),
         "extent": {**zone_plan.describe(), **maps.map_outline(zone_plan.outline.geometry)},
+        "map": the_map(zone_plan.outline.geometry.bounds, base, here),
         "lang": lang,
         **analysed,
         "sources": sources,
@@ -231,3 +282,46 @@ def run_assessment(
     }
     progress("Report ready", 100)
     return report
+
+
+def draw_zones(
+    row: dict[str, Any], rasters: dict[str, maps.ZoneRaster], bounds: Any
+) -> dict[str, Any]:
+    """Return a zone layer's rasters as drawn on the map (in place of the coarse cells)."""
+    drawn = {}
+    for dataset in row.get("maps", {}):
+        if dataset in rasters and (picture := rasters[dataset].drawn()) is not None:
+            drawn[dataset] = {**picture, "rect": maps.image_rect(bounds, picture["bounds"])}
+    if not any(ds in rasters for ds in row.get("maps", {})):
+        return {}
+    return {"rasters": drawn, "maps": {ds: [] for ds in row["maps"]}}
+
+
+def at_the_spot(
+    row: dict[str, Any],
+    fetched: Fetched,
+    spots: dict[str, Any],
+    here: tuple[float, float] | None,
+    fetch: Callable[[str, str], dict[str, Any] | None],
+) -> dict[str, Any]:
+    """Return what a layer says at a point report's spot (nothing for a place's report)."""
+    if here is None:
+        return {}
+    legend = row.get("legend", [])
+    if all(ds in spots for ds in fetched):
+        return spot.zone_spot([spots[ds] for ds in fetched], legend)
+    mesh = mesh250(*here)
+    (dataset,) = fetched
+    answer = fetch(dataset, mesh)  # the spot's own mesh: asked already, so from the cache
+    key = spot.liquefaction_key(answer) if dataset == "ground" else spot.shaking_key(answer)
+    return spot.mesh_spot(key, mesh, legend)
+
+
+def the_map(bounds: Any, base: dict[str, Any], here: tuple[float, float] | None) -> dict:
+    """Return what the report's map draws besides the zones: base map, pin, scale, credit."""
+    return {
+        **base,
+        "credit": basemap.CREDIT if base.get("base") else None,
+        "spot": maps.spot_xy(bounds, *here) if here else None,
+        "scale": maps.scale_bar(bounds),
+    }
