@@ -26,6 +26,7 @@ from app.assessment.work import run_assessment
 from app.caches.singleflight import SingleFlightCache
 from tests.conftest import job_id_from, serve_http, signed_in
 from tests.test_jobs import attr, poll_until, settled
+from tests.test_latin_walk import latin_words
 from tests.test_real_providers import RECORDED
 
 SPOT = (35.4540, 139.6380)  # Yokohama, in J-SHIS mesh 5339154113 (the recorded answers')
@@ -309,5 +310,10 @@ def test_the_report_page_and_json_carry_the_spot(make_app, stand) -> None:
     )  # the base map once, shared by every map; each dataset's zones once
     assert "この地点" in page and "北東へ約110m" in page and "地理院タイル" in page
     assert 'class="report-pin"' in page and 'data-metres="200"' in page
+    # What this change writes (the spot's lines, the maps, their notes) is Japanese only.
+    head = page[page.index('<div class="report-spot-head"') : page.index('<h3 id="report-score')]
+    start = page.index('<section class="report-zones"')
+    zones_part = page[start : page.index('<div class="report-table-wrap"', start)]
+    assert latin_words(head) == [] and latin_words(zones_part) == []
     english = client.get(f"/assessments/{job_id}?lang=en").get_data(as_text=True)
     assert "about 110 m north-east" in english and "At the spot" in english
