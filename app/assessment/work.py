@@ -35,6 +35,23 @@ LAYERS_STEP = "layers:"
 ANALYSING_STEP = "Analysing"
 PROGRESS_SECONDS = 1.0
 TILE_FETCHERS = 4  # tiles of one dataset fetched at once
+COMPOSING = threading.Lock()  # base maps composed one at a time per process (~20 MiB each)
+
+
+def compose(pngs: Any = None, box: Any = None, zoom: int = 0, **said: Any) -> dict[str, Any]:
+    """Return the base map as one picture, once the layers are read (None: said why).
+
+    After the layers, not beside them, and one job at a time: the picture's megabytes
+    (about 15 MiB at its largest) then never add to the layers' decoding.
+    """
+    if pngs is None:
+        return said
+    try:
+        with COMPOSING:
+            picture = maps.base_map(box, zoom, pngs)
+    except (OSError, ValueError):  # a tile Pillow cannot read
+        return {"base": None, "base_reason": "unavailable"}
+    return {"base": picture, "base_reason": None, "base_zoom": zoom, "base_tiles": len(pngs)}
 
 
 def layers_step(keys: list[str]) -> str:
@@ -205,13 +222,11 @@ def run_assessment(
             return portal.decode_answer(answer)
 
         try:
-            with ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-base") as few:
-                pngs = dict(zip(wanted, few.map(one, wanted), strict=True))
-            picture = maps.base_map(box, zoom, pngs)
-        except (ProviderError, OSError, ValueError):
+            # One at a time, beside the layers (which take longer): no threads of its own.
+            return {"box": box, "zoom": zoom, "pngs": {tile: one(tile) for tile in wanted}}
+        except ProviderError:
             # The zones stand without it: the map says the base map could not be read.
             return {"base": None, "base_reason": "unavailable"}
-        return {"base": picture, "base_reason": None, "base_zoom": zoom, "base_tiles": len(pngs)}
 
     total = len(LAYERS)
     total_keys = max(1, sum(planned[ds] for ds in datasets))
@@ -246,7 +261,7 @@ def run_assessment(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
 
-    base = base_future.result()
+    base = compose(**base_future.result())
     progress(ANALYSING_STEP, 95)
     sources = describe_sources(provider, fetched, area)
     analysed = analyse(area, lang, fetched)
