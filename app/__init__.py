@@ -131,15 +131,17 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
 
+    from .assessment.sources.basemap import DATASET as BASEMAP
     from .assessment.sources.portal import tile_ttl
     from .assessment.sources.providers import ZONES
     from .caches.routed import RoutedCache
 
-    # Tiles (id/z/x/y) live long: the portal's zones change a few times a year.
+    # Tiles (id/z/x/y) live long: the portal's zones change a few times a year, and the
+    # base map under them (GSI's pale map) hardly more.
     app.extensions["layer_cache"] = RoutedCache(
         caches("LAYER_CACHE_SIZE", "LAYER_CACHE_TTL_SECONDS"),
         caches("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS", tile_ttl),
-        ZONES,
+        (*ZONES, BASEMAP),
     )
 
     from .web import assessments, auth, cli, errors, headers, health, main, preferences, support

@@ -178,7 +178,7 @@ def misses(db: Database) -> dict:
     try:
         for setting in ("on", "off"):
             truncate(db)
-            upstream.hits = 0
+            upstream.hits.clear()
             start = time.time() + 3  # every process imported and built by then
             children = [
                 subprocess.Popen(
@@ -188,7 +188,7 @@ def misses(db: Database) -> dict:
             ]
             for child in children:
                 child.wait(60)
-            out[f"shared_{setting}"] = upstream.hits
+            out[f"shared_{setting}"] = upstream.hits.total()
     finally:
         upstream.server.shutdown()
     return out

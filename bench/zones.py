@@ -1,14 +1,15 @@
 """Reading zones over real outlines: upstream calls, job time, memory, the neighbours' cache.
 
 Runs the assessment's own work (run_assessment) with LAYER_PROVIDER=real against a local
-server on 127.0.0.1 that stands in for the hazard map portal and J-SHIS and answers every
-request after LATENCY_S (20 ms): tiles painted by the demo painter (constructed, not the
-portal's), J-SHIS answers from tests/recorded (constructed). No database, no gunicorn.
+server on 127.0.0.1 that stands in for the hazard map portal, J-SHIS and GSI's pale map and
+answers every request after LATENCY_S (20 ms): tiles painted by the demo painter, J-SHIS
+answers from tests/recorded, a flat tint for the pale map (all constructed). No database.
 
     .venv/bin/python -m bench.zones            # JSON on stdout, a table to bench/ZONES.md
 
 Figures, in one run:
-- upstream calls per job for a small ward (東京都中央区), a large city (浜松市) and a point;
+- upstream calls per job (base map tiles among them) for a small ward (東京都中央区), a
+  large city (浜松市) and a point (with its spot: one z17 tile per zone dataset, cached);
 - job time for each against the 20 ms server, next to the same job on the demo provider
   (no network: the CPU part) as the baseline;
 - the process's peak RSS after 32 such jobs, 8 at a time (as MAX_CONCURRENT_JOBS), next to
@@ -16,10 +17,12 @@ Figures, in one run:
 - the cache's hit rate when a job for 千代田区 follows one for its neighbour 中央区.
 """
 
+import io
 import json
 import resource
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,22 +38,27 @@ class Upstream:
     """The local stand-in: counts requests, answers after its latency (LATENCY_S)."""
 
     def __init__(self, latency: float = LATENCY_S) -> None:
+        from PIL import Image
+
         from app.assessment.sources import portal
 
-        self.hits = 0
+        self.hits: Counter[str] = Counter()  # by service: portal, jshis, pale
         self.lock = threading.Lock()
         ids = {dataset_id: name for name, dataset_id in portal.ZONE_DATASETS.items()}
         pshm = (RECORDED / "jshis_pshm_ok.geojson").read_bytes()
         sstrct = (RECORDED / "jshis_sstrct_ok.geojson").read_bytes()
+        Image.new("RGB", (256, 256), (242, 240, 234)).save(pale := io.BytesIO(), "PNG")
         state = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802
                 with state.lock:
-                    state.hits += 1
+                    state.hits[self.path.split("/")[1]] += 1
                 time.sleep(latency)
                 status, body = 404, b""
-                if not self.path.startswith(("/portal/", "/jshis/")):
+                if self.path.startswith("/pale/"):
+                    status, body = 200, pale.getvalue()
+                elif not self.path.startswith(("/portal/", "/jshis/")):
                     status, body = 200, b'"ok"'  # any other upstream (bench/scale.py)
                 elif "/pshm/" in self.path:
                     status, body = 200, pshm
@@ -80,6 +88,10 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def print_nothing(step: str, percent: int) -> None:
+    """Take a job's progress and keep none of it."""
+
+
 def main() -> dict:
     from app.assessment import resolve_place
     from app.assessment.sources.providers import make_provider
@@ -87,24 +99,15 @@ def main() -> dict:
     from app.caches.singleflight import SingleFlightCache
 
     upstream = Upstream()
+    at = {"JSHIS_BASE_URL": "jshis", "HAZARD_PORTAL_URL": "portal", "BASEMAP_URL": "pale"}
     real = make_provider(
-        {
-            "LAYER_PROVIDER": "real",
-            "JSHIS_BASE_URL": upstream.url + "/jshis",
-            "HAZARD_PORTAL_URL": upstream.url + "/portal",
-        }
+        {"LAYER_PROVIDER": "real"} | {k: f"{upstream.url}/{v}" for k, v in at.items()}
     )
     demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
 
     def job(provider, area, cache=None) -> tuple[dict, float]:
-        started = time.monotonic()
-        report = run_assessment(
-            area,
-            "en",
-            provider=provider,
-            cache=cache if cache is not None else SingleFlightCache(maxsize=4096),
-            progress=lambda step, percent: None,
-        )
+        started, cache = time.monotonic(), SingleFlightCache(4096) if cache is None else cache
+        report = run_assessment(area, "en", provider=provider, cache=cache, progress=print_nothing)
         return report, time.monotonic() - started
 
     areas = {label: resolve_place(query) for label, query in PLACES.items()}
@@ -112,14 +115,17 @@ def main() -> dict:
         job(demo, area)
     results: dict = {"latency_ms": LATENCY_S * 1000, "places": {}}
     for label, area in areas.items():
-        before = upstream.hits
+        before = Counter(upstream.hits)
         report, seconds = job(real, area)
         _, baseline = job(demo, area)
+        calls = upstream.hits - before
         results["places"][label] = {
             "query": PLACES[label],
             "zoom": report["extent"]["zoom"],
             "tiles_per_dataset": report["extent"]["tiles"],
-            "upstream_calls": upstream.hits - before,
+            "upstream_calls": sum(calls.values()),
+            "base_map_calls": calls["pale"],
+            "report_kib": round(len(json.dumps(report)) / 1024, 1),
             "job_seconds": round(seconds, 2),
             "demo_job_seconds": round(baseline, 2),
         }
@@ -128,12 +134,8 @@ def main() -> dict:
     queries = [PLACES[label] for label in PLACES] * 11
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda q: job(real, resolve_place(q)), queries[:32]))
-    results["memory"] = {
-        "jobs": 32,
-        "at_once": 8,
-        "peak_rss_mib_before": round(rss_before, 1),
-        "peak_rss_mib_after": round(rss_mib(), 1),
-    }
+    results["memory"] = {"jobs": 32, "at_once": 8, "peak_rss_mib_before": round(rss_before, 1)}
+    results["memory"]["peak_rss_mib_after"] = round(rss_mib(), 1)
     # Neighbours on one cache: two wards (each at its own zoom), two points 400 m apart.
     results["neighbours"] = []
     for first, second in NEIGHBOURS:
@@ -142,14 +144,10 @@ def main() -> dict:
         report, _ = job(real, resolve_place(second), cache)
         stats = report["cache"]
         looked = stats["hits"] + stats["joins"] + stats["misses"]
+        zooms = [one["extent"]["zoom"], report["extent"]["zoom"]]
+        hit_rate = round((stats["hits"] + stats["joins"]) / looked, 3)
         results["neighbours"].append(
-            {
-                "first": first,
-                "second": second,
-                "zooms": [one["extent"]["zoom"], report["extent"]["zoom"]],
-                **stats,
-                "hit_rate": round((stats["hits"] + stats["joins"]) / looked, 3),
-            }
+            {"first": first, "second": second, "zooms": zooms, **stats, "hit_rate": hit_rate}
         )
     upstream.server.shutdown()
     return results
@@ -163,13 +161,14 @@ def write(results: dict) -> None:
         "(constructed tiles and J-SHIS answers); the demo provider's time for the same job "
         "(no network) is the baseline.",
         "",
-        "| place | zoom | tiles per dataset | upstream calls | job s | demo job s |",
-        "|---|---|---|---|---|---|",
+        "| place | zoom | tiles per dataset | upstream calls (base map) | job s | demo job s "
+        "| report KiB |\n|---|---|---|---|---|---|---|",
     ]
     for label, row in results["places"].items():
         lines.append(
             f"| {label} ({row['query']}) | {row['zoom']} | {row['tiles_per_dataset']} | "
-            f"{row['upstream_calls']} | {row['job_seconds']} | {row['demo_job_seconds']} |"
+            f"{row['upstream_calls']} ({row['base_map_calls']}) | {row['job_seconds']} | "
+            f"{row['demo_job_seconds']} | {row['report_kib']} |"
         )
     memory = results["memory"]
     lines += [

@@ -638,3 +638,42 @@ def test_the_time_left_counts_on_in_the_page_while_polls_are_304(page, live):
     if words[3] == "min":
         bounds = [math.ceil(b / 60) for b in bounds]
     assert bounds[0] <= int(words[2]) <= bounds[1], (left_after, elapsed, progress)
+
+
+def test_a_point_report_s_map_has_its_base_map_pin_and_scale(page, live):
+    from tests.conftest import serve_http
+    from tests.test_spot import SPOT, Stand, real
+
+    with serve_http(Stand()) as stand:
+        server = live(**{k: str(v) for k, v in real(stand).items()})
+        violations = watch_csp(page)
+        sign_up(page, server, "mapper@example.com")
+        start_job(page, server, f"{SPOT[0]}, {SPOT[1]}")
+        page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
+    maps = page.locator('.report-maps[data-base-map="yes"]')
+    assert maps.is_visible()
+    flood = page.locator('.report-map[data-layer="flood"]')
+    flood.scroll_into_view_if_needed()
+    # The base map is drawn (the browser decoded the data: picture under the CSP), and
+    # the pin, the scale bar and north lie on it.
+    drawn = flood.locator("use.report-base-map").bounding_box()
+    assert drawn and drawn["width"] > 250 and drawn["height"] > 250
+    pin = flood.locator(".report-pin").bounding_box()
+    assert pin and drawn["x"] < pin["x"] < drawn["x"] + drawn["width"]
+    assert flood.locator(".report-scale text").text_content() == "200 m"
+    assert flood.locator(".report-north").is_visible()
+    assert flood.locator(".report-spot").inner_text().startswith("At the spot: 0.5 to 3 m")
+    nearest = flood.locator(".report-nearest li").all_inner_texts()
+    assert nearest[0] == "0.5 to 3 m: At the spot"  # in the legend's order
+    assert nearest[1].startswith("3 to 5 m: about 200 m")
+    assert page.locator("[data-credit]").inner_text().startswith("GSI Tiles")
+    assert violations == [], "the browser refused something under the CSP"
+    check_a11y(page)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    flood.screenshot(path=SHOTS / "point-map.png")
+    page.locator('.report-map[data-layer="landslide"]').screenshot(
+        path=SHOTS / "point-map-landslide.png"
+    )
+    page.set_viewport_size(PHONE)
+    flood.scroll_into_view_if_needed()
+    shot(page, "point-report-phone")

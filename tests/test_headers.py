@@ -11,7 +11,8 @@ from tests.test_jobs import insert_job
 ROOT = Path(__file__).resolve().parent.parent
 
 CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none';"
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+    " frame-ancestors 'none';"
     " object-src 'none'; base-uri 'self'; form-action 'self'"
 )
 

@@ -17,9 +17,10 @@ from typing import Any
 from ..caches.singleflight import CacheStats, SingleFlightCache
 from .errors import ProviderError, Stopped, UnreadableTiles
 from .place.area import Area
-from .report import maps, provenance
+from .place.sampling import mesh250
+from .report import maps, provenance, spot
 from .report.analysis import LANGS, LAYERS, Layer, analyse
-from .sources import coverage, pixels, portal, tiles, zones
+from .sources import basemap, coverage, locate, pixels, portal, tiles, zones
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
 Fetched = dict[str, list[dict[str, Any]]]
@@ -35,6 +36,23 @@ LAYERS_STEP = "layers:"
 ANALYSING_STEP = "Analysing"
 PROGRESS_SECONDS = 1.0
 TILE_FETCHERS = 4  # tiles of one dataset fetched at once
+COMPOSING = threading.Lock()  # base maps composed one at a time per process (~20 MiB each)
+
+
+def compose(pngs: Any = None, box: Any = None, zoom: int = 0, **said: Any) -> dict[str, Any]:
+    """Return the base map as one picture, once the layers are read (None: said why).
+
+    After the layers, not beside them, and one job at a time: the picture's megabytes
+    (about 15 MiB at its largest) then never add to the layers' decoding.
+    """
+    if pngs is None:
+        return said
+    try:
+        with COMPOSING:
+            picture = maps.base_map(box, zoom, pngs)
+    except (OSError, ValueError):  # a tile Pillow cannot read
+        return {"base": None, "base_reason": "unavailable"}
+    return {"base": picture, "base_reason": None, "base_zoom": zoom, "base_tiles": len(pngs)}
 
 
 def layers_step(keys: list[str]) -> str:
@@ -114,6 +132,10 @@ def run_assessment(
     planned = {ds: len(keys_for(area, ds, provider)) for ds in dict.fromkeys(datasets)}
     done_keys = [0]
     done_lock = threading.Lock()
+    # A point's report also says what lies at the spot itself (report/spot.py).
+    here = (area.lat, area.lon) if getattr(area, "radius_m", 0) else None
+    spots: dict[str, tuple[tuple[tiles.ZoneClass, ...], int, locate.Nearest]] = {}
+    rasters: dict[str, maps.ZoneRaster] = {}
 
     def tick() -> None:
         with done_lock:
@@ -122,30 +144,43 @@ def run_assessment(
     def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
         legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
+        raster = rasters[dataset] = maps.ZoneRaster(
+            legend, zone_plan.outline.geometry.bounds, zone_plan.zoom
+        )
+        near: locate.Nearest = {}
 
         # A tile of a dataset published per prefecture is one key per prefecture read.
         by_tile: dict[str, list[str]] = {}
         for key in keys:
             by_tile.setdefault(portal.split_key(key)[1], []).append(key)
+        prefectures = sorted({portal.split_key(key)[0] for key in keys})
 
-        def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int]]:
+        def decoded(tile_key: str, tile_keys: list[str]) -> tuple[Any, bool, dict[str, int]]:
             tile = tiles.parse_tile_key(tile_key)
             classes, missing, unknown = None, True, {}
-            for key in by_tile[tile_key]:
+            for key in tile_keys:
                 answer = fetch(dataset, key) or {"png": None}
                 png = portal.decode_answer(answer)
                 try:
                     # in the pixel pool when there is one: the worker's GIL stays free
-                    decoded = pixels.call(pixels.classes_of, png, legend)
-                    if png is not None and (decoded == -1).any():
+                    found = pixels.call(pixels.classes_of, png, legend)
+                    if png is not None and (found == -1).any():
                         inside = masks.get(tile)
-                        for colour, n in tiles.unknown_colours(png, decoded, inside).items():
+                        for colour, n in tiles.unknown_colours(png, found, inside).items():
                             unknown[colour] = unknown.get(colour, 0) + n
                 except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
                     raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
-                classes = decoded if classes is None else tiles.merge(classes, decoded, legend)
+                classes = found if classes is None else tiles.merge(classes, found, legend)
                 missing = missing and png is None  # a 404 in one prefecture: no zone there
-            return tile, classes, missing, unknown
+            return classes, missing, unknown
+
+        def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int], Any, locate.Nearest]:
+            classes, missing, unknown = decoded(tile_key, by_tile[tile_key])
+            tile = tiles.parse_tile_key(tile_key)
+            # The pixel work runs where the decode does; the job's thread only merges.
+            small = locate.shrink(classes, raster.factor, raster.ranks)
+            found = locate.nearest(tile, classes, masks.get(tile), *here) if here else {}
+            return tile, classes, missing, unknown, small, found
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
         # so at most a batch of tiles' readings waits to be added.
@@ -153,13 +188,15 @@ def run_assessment(
         try:
             batch = list(by_tile)
             for start in range(0, len(batch), 2 * TILE_FETCHERS):
-                for tile, classes, missing, unknown in fetchers.map(
+                for tile, classes, missing, unknown, small, found in fetchers.map(
                     one, batch[start : start + 2 * TILE_FETCHERS]
                 ):
                     reading.add(tile, classes, masks.get(tile))
                     reading.missing += missing
                     for colour, n in unknown.items():
                         reading.unknown[colour] = reading.unknown.get(colour, 0) + n
+                    raster.add(tile, small)
+                    locate.merge_nearest(near, found)
                     for _ in by_tile[tiles.tile_key(tile)]:
                         tick()
         finally:
@@ -170,6 +207,12 @@ def run_assessment(
             raise UnreadableTiles(
                 dataset, portal.ZONE_DATASETS[dataset], reading.unknown_share(), reading.unknown
             )
+        if here:  # the pixel under the spot, at the portal's deepest zoom: one more tile
+            tile, col, row = locate.pixel_of(*here, spot.SPOT_ZOOM)
+            tile_key = tiles.tile_key(tile)
+            spot_keys = [f"{pref}/{tile_key}" if pref else tile_key for pref in prefectures]
+            classes, _, _ = decoded(tile_key, spot_keys)
+            spots[dataset] = (legend, locate.class_at(classes, col, row), near)
         return [maps.as_answer(reading, zone_plan)]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
@@ -197,11 +240,37 @@ def run_assessment(
             return {}  # not published for the place, or its terms forbid it: not fetched
         return {ds: fetch_dataset(ds) for ds in layer.datasets}
 
+    def fetch_base_map() -> dict[str, Any]:
+        base = getattr(provider, "basemap", None)
+        if base is None:
+            return {"base": None, "base_reason": "demo"}
+        box = maps.view_box(zone_plan.outline.geometry.bounds)
+        zoom, wanted = basemap.plan(box)
+
+        def one(tile: Any) -> bytes | None:
+            key = tiles.tile_key(tile)
+            if stop.is_set():
+                raise Stopped()
+            answer = cache.get(
+                (basemap.DATASET, key, f"gsi {base.base_url}"),  # keyed by who answers, as fetch()
+                lambda: base.fetch(key, stop),
+                counter,
+            )
+            return portal.decode_answer(answer)
+
+        try:
+            # One at a time, beside the layers (which take longer): no threads of its own.
+            return {"box": box, "zoom": zoom, "pngs": {tile: one(tile) for tile in wanted}}
+        except ProviderError:
+            # The zones stand without it: the map says the base map could not be read.
+            return {"base": None, "base_reason": "unavailable"}
+
     total = len(LAYERS)
     total_keys = max(1, sum(planned[ds] for ds in datasets))
     progress(layers_step([]), 0)
     fetched: dict[str, Fetched] = {}
-    pool = ThreadPoolExecutor(max_workers=total, thread_name_prefix="assessment-layer")
+    pool = ThreadPoolExecutor(max_workers=total + 1, thread_name_prefix="assessment-layer")
+    base_future = pool.submit(fetch_base_map)
     try:
         pending: dict[Future[Fetched], Layer] = {
             pool.submit(fetch_layer, layer): layer for layer in LAYERS
@@ -229,6 +298,7 @@ def run_assessment(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
 
+    base = compose(**base_future.result())
     progress(ANALYSING_STEP, 95)
     sources = describe_sources(provider, fetched, area)
     analysed = analyse(area, lang, fetched)
@@ -241,6 +311,9 @@ def run_assessment(
                 dataset: maps.mesh_rects(zone_plan.outline.geometry.bounds, classes, ranks)
             }
         row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
+        if row["key"] in fetched:
+            row.update(draw_zones(row, rasters, zone_plan.outline.geometry.bounds))
+            row.update(at_the_spot(row, fetched[row["key"]], spots, here, fetch))
         row["source"] = [
             {"dataset": ds, **{k: v for k, v in sources[ds].items() if k != "notes"}}
             for ds in fetched[row["key"]]
@@ -248,6 +321,7 @@ def run_assessment(
     report = {
         "area": area.to_dict(),
         "extent": {**zone_plan.describe(), **maps.map_outline(zone_plan.outline.geometry)},
+        "map": the_map(zone_plan.outline.geometry.bounds, base, here),
         "lang": lang,
         **analysed,
         "sources": sources,
@@ -260,3 +334,46 @@ def run_assessment(
     }
     progress("Report ready", 100)
     return report
+
+
+def draw_zones(
+    row: dict[str, Any], rasters: dict[str, maps.ZoneRaster], bounds: Any
+) -> dict[str, Any]:
+    """Return a zone layer's rasters as drawn on the map (in place of the coarse cells)."""
+    drawn = {}
+    for dataset in row.get("maps", {}):
+        if dataset in rasters and (picture := rasters[dataset].drawn()) is not None:
+            drawn[dataset] = {**picture, "rect": maps.image_rect(bounds, picture["bounds"])}
+    if not any(ds in rasters for ds in row.get("maps", {})):
+        return {}
+    return {"rasters": drawn, "maps": {ds: [] for ds in row["maps"]}}
+
+
+def at_the_spot(
+    row: dict[str, Any],
+    fetched: Fetched,
+    spots: dict[str, Any],
+    here: tuple[float, float] | None,
+    fetch: Callable[[str, str], dict[str, Any] | None],
+) -> dict[str, Any]:
+    """Return what a layer says at a point report's spot (nothing for a place's report)."""
+    if here is None:
+        return {}
+    legend = row.get("legend", [])
+    if all(ds in spots for ds in fetched):
+        return spot.zone_spot([spots[ds] for ds in fetched], legend)
+    mesh = mesh250(*here)
+    (dataset,) = fetched
+    answer = fetch(dataset, mesh)  # the spot's own mesh: asked already, so from the cache
+    key = spot.liquefaction_key(answer) if dataset == "ground" else spot.shaking_key(answer)
+    return spot.mesh_spot(key, mesh, legend)
+
+
+def the_map(bounds: Any, base: dict[str, Any], here: tuple[float, float] | None) -> dict:
+    """Return what the report's map draws besides the zones: base map, pin, scale, credit."""
+    return {
+        **base,
+        "credit": basemap.CREDIT if base.get("base") else None,
+        "spot": maps.spot_xy(bounds, *here) if here else None,
+        "scale": maps.scale_bar(bounds),
+    }

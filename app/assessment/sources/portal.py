@@ -108,10 +108,17 @@ class PortalProvider:
     is_demo = False
     datasets = tuple(ZONE_DATASETS)
 
-    def __init__(self, base_url: str, client: Client, policy: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        client: Client,
+        policy: RetryPolicy | None = None,
+        basemap: Any = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.client = client
         self.policy = policy or RetryPolicy()
+        self.basemap = basemap  # basemap.BaseMap: the map under the zones (real reports only)
 
     def keys(self, area: Any, dataset: str) -> list[str]:
         """Return the tiles covering the area's outline at the deepest zoom in budget."""

@@ -33,7 +33,7 @@ from urllib.parse import quote
 from ..errors import ProviderError, Stopped
 from ..place.area import Area
 from ..place.sampling import mesh_centre
-from . import pixels, portal
+from . import basemap, pixels, portal
 from .http import RetryPolicy, shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
 from .jshis import JshisProvider, mesh_keys
@@ -286,6 +286,11 @@ class RoutedProvider:
         """Name the dataset's provider and base URL."""
         return origin_of(self._for(dataset), dataset)
 
+    @property
+    def basemap(self) -> Any:
+        """Return the base map of the zones' provider (None: the demo draws none)."""
+        return getattr(self.routes.get(ZONES[0]), "basemap", None)
+
     def real_providers(self) -> list[LayerProvider]:
         """Return each distinct non-demo provider once (for `flask providers-check`)."""
         distinct = {id(p): p for p in self.routes.values() if not p.is_demo}
@@ -335,7 +340,9 @@ def _jshis(config: Mapping[str, Any]) -> JshisProvider:
 def _portal(config: Mapping[str, Any]) -> portal.PortalProvider:
     url = str(config.get("HAZARD_PORTAL_URL") or portal.DEFAULT_URL)
     per_host = int(config.get("LAYER_HTTP_PER_HOST", 4))
-    return portal.PortalProvider(url, shared_client(per_host), _policy(config))
+    client, policy = shared_client(per_host), _policy(config)
+    base = basemap.BaseMap(str(config.get("BASEMAP_URL") or basemap.DEFAULT_URL), client, policy)
+    return portal.PortalProvider(url, client, policy, basemap=base)
 
 
 FACTORIES = {"demo": _demo, "http": _http, "jshis": _jshis, "portal": _portal}

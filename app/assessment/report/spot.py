@@ -1,0 +1,88 @@
+"""What lies at a point report's spot itself, apart from the circle around it.
+
+A zone layer says the class of the pixel under the spot (read at the deepest zoom the
+portal has, sources/locate.py) and, for each class present in the circle, how far and in
+which direction its nearest pixel lies; a mesh layer (liquefaction, seismic) names the
+250 m mesh the spot is in and its class. The figures are language-free (class keys,
+metres, bearings, compass points); the template words them.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..sources.locate import Nearest, compass
+from ..sources.tiles import NO_ZONE, UNRECOGNISED, ZoneClass
+
+SPOT_ZOOM = 17  # the portal's deepest zoom (docs/providers.md)
+NAMES = {
+    NO_ZONE: ("No zone mapped", "区域の指定なし"),
+    UNRECOGNISED: ("A colour not in the legend", "凡例にない色"),
+    "not_mapped": ("Not mapped (no data)", "データなし"),
+}
+
+
+def rounded(metres: float) -> int:
+    """Round a distance as a reader wants it: tens of metres, hundreds past a kilometre."""
+    if metres >= 1000:
+        return int(round(metres / 100) * 100)
+    return max(10, int(round(metres / 10) * 10))
+
+
+def _label(key: str, legend: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    row = next((c for c in legend if c["key"] == key), None)
+    en, ja = (row["en"], row["ja"]) if row else NAMES.get(key, (key, key))
+    return {"key": key, "en": en, "ja": ja}
+
+
+def zone_spot(
+    read: Sequence[tuple[tuple[ZoneClass, ...], int, Nearest]],
+    legend: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """Return a zone layer's at_point and nearest from each dataset's (legend, class, nearest).
+
+    The class at the spot is the worst of the layer's datasets there (unrecognised only
+    when none has a class); nearest holds every class present in the circle, the spot's
+    own at 0 m.
+    """
+    worst: ZoneClass | None = None
+    other = False
+    nearest: dict[str, dict[str, Any]] = {}
+    for classes, index, near in read:
+        if index > 0 and (worst is None or classes[index - 1].rank > worst.rank):
+            worst = classes[index - 1]
+        other = other or index < 0
+        for i, (metres, bearing) in sorted(near.items()):
+            here = i == index
+            nearest[classes[i - 1].key] = {
+                "metres": 0 if here else rounded(metres),
+                "bearing": None if here else round(bearing),
+                "direction": "" if here else compass(bearing),
+            }
+    key = worst.key if worst else (UNRECOGNISED if other else NO_ZONE)
+    order = [c["key"] for c in legend]
+    ranked = sorted(nearest, key=lambda k: order.index(k) if k in order else len(order))
+    return {"at_point": _label(key, legend), "nearest": {k: nearest[k] for k in ranked}}
+
+
+def mesh_spot(key: str, mesh: str, legend: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Return a mesh layer's at_point: the spot's 250 m mesh and its class."""
+    return {"at_point": {**_label(key, legend), "mesh": mesh}}
+
+
+def liquefaction_key(answer: Mapping[str, Any] | None) -> str:
+    """Return the liquefaction tendency of a mesh's answer (None: no data there)."""
+    from ..sources.jshis import LIQUEFACTION_TENDENCY
+
+    if answer is None:
+        return "not_mapped"
+    return LIQUEFACTION_TENDENCY.get(int(answer["jcode"]), "not_mapped")
+
+
+def shaking_key(answer: Mapping[str, Any] | None) -> str:
+    """Return the shaking band of a mesh's answer (None: no data there)."""
+    from .analysis import SHAKING_BANDS
+
+    if answer is None:
+        return "not_mapped"
+    p = float(answer["shaking_prob_30y"])
+    return next(band[0] for band in SHAKING_BANDS if p < band[1])

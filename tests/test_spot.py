@@ -1,0 +1,318 @@
+"""What lies at a point report's spot, how far the nearest zones are, and the map under them.
+
+Tiles are constructed here to the portal's documented legend (tiles.LEGENDS, whose colours
+docs/providers.md sources): painted by distance from the spot, so the spot's class and the
+nearest zone's distance and direction are known in metres. The base map tiles are
+constructed stand-ins for GSI's pale map (a flat tint, a road grid and a river), not GSI's
+pictures (tests/recorded/README.md).
+"""
+
+import base64
+import io
+import math
+
+import mercantile
+import numpy as np
+import pytest
+from PIL import Image
+
+from app.assessment import resolve_place
+from app.assessment.place.sampling import mesh250
+from app.assessment.report import maps, spot
+from app.assessment.sources import basemap, locate, tiles, zones
+from app.assessment.sources.portal import ZONE_DATASETS
+from app.assessment.sources.providers import make_provider
+from app.assessment.work import run_assessment
+from app.caches.singleflight import SingleFlightCache
+from tests.conftest import job_id_from, serve_http, signed_in
+from tests.test_jobs import attr, poll_until, settled
+from tests.test_latin_walk import latin_words
+from tests.test_real_providers import RECORDED
+
+SPOT = (35.4540, 139.6380)  # Yokohama, in J-SHIS mesh 5339154113 (the recorded answers')
+FLOOD = tiles.LEGENDS[ZONE_DATASETS["flood_zones"]]
+SLOPE = tiles.LEGENDS[ZONE_DATASETS["steep_slope_zones"]]
+# What the constructed tiles hold, in metres east and north of the spot:
+HERE_M = 40  # flood 0.5-3 m within 40 m of the spot, 3-5 m in a ring 200-230 m out
+SQUARE = (76, 136)  # a steep-slope special zone: the square [76, 136] m east and north
+NEAR_SLOPE_M = math.hypot(76, 76)  # its corner nearest the spot: 107.5 m to the north-east
+
+
+def offsets(tile: mercantile.Tile) -> tuple[np.ndarray, np.ndarray]:
+    lons, lats = tiles.pixel_centres(tile)
+    return locate.offsets_m(*SPOT, lats, lons)
+
+
+def png(rgba: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(out, "PNG")
+    return out.getvalue()
+
+
+def painted(dataset: str, key: str) -> bytes | None:
+    """A constructed portal tile: the dataset's zones placed around SPOT, or None (404)."""
+    tile = tiles.parse_tile_key(key)
+    east, north = offsets(tile)
+    distance = np.hypot(east, north)
+    rgba = np.zeros((tiles.TILE_SIZE, tiles.TILE_SIZE, 4), dtype=np.uint8)
+    if dataset == "flood_zones":
+        paint = {FLOOD[1]: distance <= HERE_M, FLOOD[2]: (distance >= 200) & (distance <= 230)}
+    elif dataset == "steep_slope_zones":
+        low, high = SQUARE
+        square = (east >= low) & (east <= high) & (north >= low) & (north <= high)
+        paint = {SLOPE[1]: square}
+    else:
+        return None
+    for zone, where in paint.items():
+        rgba[where] = (*zone.rgb, 255)
+    return png(rgba) if rgba[..., 3].any() else None
+
+
+def pale(key: str) -> bytes:
+    """A constructed stand-in for a pale-map tile: a tint, roads every 64 px, a river."""
+    rgba = np.full((256, 256, 4), (242, 240, 234, 255), dtype=np.uint8)
+    rgba[::64, :, :3] = rgba[:, ::64, :3] = (200, 200, 200)
+    rgba[100:110, :, :3] = (190, 215, 240)
+    return png(rgba)
+
+
+class Stand:
+    """The portal, J-SHIS and GSI's tiles, answering from the constructions above."""
+
+    def __init__(self) -> None:
+        self.hits: list[str] = []
+        self.url = ""
+        self.ids = {dataset_id: name for name, dataset_id in ZONE_DATASETS.items()}
+
+    def count(self, fragment: str) -> int:
+        return sum(fragment in hit for hit in self.hits)
+
+    def respond(self, path: str):
+        self.hits.append(path)
+        if "/pshm/" in path:
+            return 200, (RECORDED / "jshis_pshm_ok.geojson").read_bytes(), {}
+        if "/sstrct/" in path:
+            return 200, (RECORDED / "jshis_sstrct_ok.geojson").read_bytes(), {}
+        if path.startswith("/pale/"):
+            return 200, pale(path.removeprefix("/pale/")), {"Content-Type": "image/png"}
+        if path.startswith("/portal/"):
+            dataset_id, key = path.removeprefix("/portal/").split("/", 1)
+            body = painted(self.ids[dataset_id], key.removesuffix(".png"))
+            if body is not None:
+                return 200, body, {"Content-Type": "image/png"}
+        return 404, b"Not Found", {}
+
+
+@pytest.fixture
+def stand():
+    with serve_http(Stand()) as state:
+        yield state
+
+
+def real(stand: Stand) -> dict:
+    return {
+        "LAYER_PROVIDER": "real",
+        "JSHIS_BASE_URL": stand.url + "/jshis",
+        "HAZARD_PORTAL_URL": stand.url + "/portal",
+        "BASEMAP_URL": stand.url + "/pale",
+        "LAYER_HTTP_TIMEOUT_SECONDS": 2,
+    }
+
+
+# --- the pixel work: pure, one line per case ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bearing", "point"),
+    [(0, "N"), (22.4, "N"), (22.6, "NE"), (45, "NE"), (90, "E"), (135, "SE"), (180, "S"),
+     (225, "SW"), (270, "W"), (315, "NW"), (337.4, "NW"), (337.6, "N"), (359.9, "N")],
+)  # fmt: skip
+def test_eight_points_of_the_compass(bearing, point) -> None:
+    assert locate.compass(bearing) == point
+
+
+@pytest.mark.parametrize(
+    ("metres", "said"), [(3, 10), (14, 10), (107.5, 110), (124, 120), (995, 1000), (1260, 1300)]
+)
+def test_distances_are_rounded_as_a_reader_wants_them(metres, said) -> None:
+    assert spot.rounded(metres) == said
+
+
+def test_the_pixel_under_the_spot_is_the_one_that_holds_it() -> None:
+    tile, col, row = locate.pixel_of(*SPOT, 17)
+    west, south, east, north = mercantile.bounds(tile)
+    lons, lats = tiles.pixel_centres(tile)
+    # Its centre is within half a pixel of the spot, both ways.
+    assert abs(lons[row, col] - SPOT[1]) <= (east - west) / 512
+    assert abs(lats[row, col] - SPOT[0]) <= (north - south) / 512
+    classes = tiles.decode(painted("flood_zones", tiles.tile_key(tile)), FLOOD)
+    assert locate.class_at(classes, col, row) == 2  # FLOOD[1], 0.5-3 m
+
+
+def test_the_nearest_zone_is_the_square_s_corner_to_the_north_east() -> None:
+    tile, _, _ = locate.pixel_of(*SPOT, 17)
+    found: locate.Nearest = {}
+    for t in mercantile.tiles(
+        SPOT[1] - 0.003, SPOT[0] - 0.003, SPOT[1] + 0.003, SPOT[0] + 0.003, 17
+    ):
+        body = painted("steep_slope_zones", tiles.tile_key(t))
+        classes = tiles.decode(body, SLOPE)
+        inside = np.ones_like(classes, dtype=bool)
+        locate.merge_nearest(found, locate.nearest(t, classes, inside, *SPOT))
+    ((index, (metres, bearing)),) = found.items()
+    assert index == 2 and abs(metres - NEAR_SLOPE_M) < 2.0  # a pixel is 1 m here
+    assert locate.compass(bearing) == "NE" and abs(bearing - 45) < 2
+
+
+def test_pixels_outside_the_outline_are_not_the_nearest() -> None:
+    tile, _, _ = locate.pixel_of(*SPOT, 17)
+    classes = np.full((256, 256), 1, dtype=np.int8)
+    assert locate.nearest(tile, classes, np.zeros((256, 256), dtype=bool), *SPOT) == {}
+
+
+def test_a_shrunk_tile_keeps_the_worst_class_of_each_block() -> None:
+    classes = np.zeros((256, 256), dtype=np.int8)
+    classes[0:2, 0:2] = 1
+    classes[1, 1] = 2  # one pixel of the worse class in the first 2 x 2 block
+    classes[2, 2] = -1  # unrecognised ranks below no zone
+    ranks = np.array([-1, 0, 1, 2], dtype=np.int16)
+    small = locate.shrink(classes, 2, ranks)
+    assert small.shape == (128, 128)
+    assert small[0, 0] == 2 and small[1, 1] == 0 and (small[2:] == 0).all()
+
+
+def test_the_zone_raster_puts_each_tile_in_its_place() -> None:
+    area = resolve_place(f"{SPOT[0]}, {SPOT[1]}")
+    plan = zones.plan(area)
+    raster = maps.ZoneRaster(FLOOD, plan.outline.geometry.bounds, plan.zoom)
+    for tile in plan.tiles:
+        classes = tiles.decode(painted("flood_zones", tiles.tile_key(tile)), FLOOD)
+        raster.add(tile, locate.shrink(classes, raster.factor, raster.ranks))
+    # The spot's pixel in the raster is the 0.5-3 m class it was painted with, at the
+    # zoom read: a point's circle is kept whole (factor 1).
+    assert raster.factor == 1
+    x, y = maps._global_px(SPOT[1], SPOT[0], plan.zoom)
+    assert raster.classes[int(y) - raster.y0, int(x) - raster.x0] == 2
+    height, width = raster.classes.shape
+    drawn = raster.drawn()
+    picture = Image.open(io.BytesIO(base64.b64decode(drawn["png"].split(",", 1)[1])))
+    assert picture.mode == "P" and picture.size == (width, height)
+    assert drawn["metres_per_pixel"] < 1.5  # zoom 17, as read: not the 48-cell grid
+
+
+# --- a point report, end to end --------------------------------------------------------------
+
+
+def point_report(provider, cache=None) -> dict:
+    return run_assessment(
+        resolve_place(f"{SPOT[0]}, {SPOT[1]}"),
+        "ja",
+        provider=provider,
+        cache=cache if cache is not None else SingleFlightCache(maxsize=4096),
+        progress=lambda step, percent: None,
+    )
+
+
+def layer(report: dict, key: str) -> dict:
+    return next(row for row in report["layers"] if row["key"] == key)
+
+
+def test_a_point_report_says_what_lies_at_the_spot_and_how_far_the_zones_are(stand) -> None:
+    report = point_report(make_provider(real(stand)))
+    flood = layer(report, "flood")
+    assert flood["at_point"] == {"key": "0.5-3", "en": "0.5 to 3 m", "ja": "0.5〜3m"}
+    assert flood["worst"] == "3-5"  # the circle's worst, beside the spot's
+    assert flood["nearest"]["0.5-3"] == {"metres": 0, "bearing": None, "direction": ""}
+    ring = flood["nearest"]["3-5"]
+    assert ring["metres"] == 200 and ring["direction"] in locate.COMPASS
+    slope = layer(report, "landslide")
+    assert slope["at_point"]["key"] == "none"
+    assert slope["nearest"] == {
+        "steep_slope_special": {"metres": 110, "bearing": 45, "direction": "NE"}
+    }
+    assert layer(report, "tsunami")["at_point"]["key"] == "none"
+    assert layer(report, "tsunami")["nearest"] == {}
+    # The mesh layers name the spot's 250 m mesh: JCODE 15 (moderate), 40.6 % (26 % or more).
+    liquefaction, seismic = layer(report, "liquefaction"), layer(report, "seismic")
+    assert liquefaction["at_point"] == {
+        "key": "moderate", "en": "moderate", "ja": "やや高い", "mesh": mesh250(*SPOT)
+    }  # fmt: skip
+    assert seismic["at_point"]["key"] == "ge26" and seismic["at_point"]["mesh"] == "5339154113"
+
+
+def test_the_spot_costs_no_extra_call_and_the_base_map_its_tiles(stand) -> None:
+    area = resolve_place(f"{SPOT[0]}, {SPOT[1]}")
+    plan = zones.plan(area)
+    assert plan.zoom == spot.SPOT_ZOOM  # a point's circle is read at the deepest zoom
+    report = point_report(make_provider(real(stand)))
+    for dataset_id in ZONE_DATASETS.values():  # the spot's tile is one of the plan's
+        assert stand.count(f"/portal/{dataset_id}/") == len(plan.tiles)
+    zoom, wanted = basemap.plan(maps.view_box(plan.outline.geometry.bounds))
+    assert stand.count("/pale/") == len(wanted) <= basemap.TILE_BUDGET
+    assert all(hit.startswith(f"/pale/{zoom}/") for hit in stand.hits if "/pale/" in hit)
+    drawn = report["map"]
+    assert drawn["base"].startswith("data:image/png;base64,") and drawn["base_zoom"] == zoom
+    assert drawn["credit"]["ja"].startswith("地理院タイル")
+    assert drawn["spot"] == [500.0, 500.0]  # the circle's centre
+    assert drawn["scale"] == {"metres": 200, "units": 200.0, "label": "200 m"}
+    # A second report of the spot, on a cache the first filled, asks nothing again.
+    cache = SingleFlightCache(maxsize=4096)
+    point_report(make_provider(real(stand)), cache)
+    before = len(stand.hits)
+    point_report(make_provider(real(stand)), cache)
+    assert len(stand.hits) == before
+
+
+def test_a_failing_base_map_leaves_the_zones_and_says_so(stand) -> None:
+    respond = stand.respond
+    stand.respond = lambda path: (500, b"", {}) if "/pale/" in path else respond(path)
+    settings = {**real(stand), "LAYER_HTTP_RETRIES": 0}
+    report = point_report(make_provider(settings))
+    assert report["map"]["base"] is None and report["map"]["base_reason"] == "unavailable"
+    assert layer(report, "flood")["at_point"]["key"] == "0.5-3"
+
+
+def test_the_demo_draws_no_base_map_and_reads_nothing_from_gsi() -> None:
+    demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+    report = point_report(demo)
+    assert report["map"]["base"] is None and report["map"]["base_reason"] == "demo"
+    assert report["map"]["credit"] is None
+    assert all("at_point" in row for row in report["layers"])
+
+
+def test_a_municipality_s_report_has_no_spot() -> None:
+    demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+    report = run_assessment(
+        resolve_place("東京都中央区"),
+        "en",
+        provider=demo,
+        cache=SingleFlightCache(maxsize=4096),
+        progress=lambda step, percent: None,
+    )
+    assert report["map"]["spot"] is None
+    assert not any("at_point" in row or "nearest" in row for row in report["layers"])
+    assert layer(report, "flood")["rasters"] or layer(report, "flood")["worst"] is None
+
+
+def test_the_report_page_and_json_carry_the_spot(make_app, stand) -> None:
+    app, client, actions = signed_in(make_app, **real(stand))
+    job_id = job_id_from(actions.submit(f"{SPOT[0]},{SPOT[1]}", lang="ja"))
+    assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
+    report = client.get(f"/assessments/{job_id}/report.json").get_json()
+    flood = layer(report, "flood")
+    assert flood["at_point"]["key"] == "0.5-3" and flood["nearest"]["3-5"]["metres"] == 200
+    assert set(flood["rasters"]) == {"flood_zones"}
+    page = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert 'data-base-map="yes"' in page and 'id="report-base"' in page
+    assert page.count('href="data:image/png;base64,') == 1 + len(
+        [row for row in report["layers"] for _ in row.get("rasters", {})]
+    )  # the base map once, shared by every map; each dataset's zones once
+    assert "この地点" in page and "北東へ約110m" in page and "地理院タイル" in page
+    assert 'class="report-pin"' in page and 'data-metres="200"' in page
+    # What this change writes (the spot's lines, the maps, their notes) is Japanese only.
+    head = page[page.index('<div class="report-spot-head"') : page.index('<h3 id="report-score')]
+    start = page.index('<section class="report-zones"')
+    zones_part = page[start : page.index('<div class="report-table-wrap"', start)]
+    assert latin_words(head) == [] and latin_words(zones_part) == []
+    english = client.get(f"/assessments/{job_id}?lang=en").get_data(as_text=True)
+    assert "about 110 m north-east" in english and "At the spot" in english
