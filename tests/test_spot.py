@@ -20,7 +20,7 @@ from app.assessment import resolve_place
 from app.assessment.place.sampling import mesh250
 from app.assessment.report import maps, spot
 from app.assessment.sources import basemap, locate, tiles, zones
-from app.assessment.sources.portal import ZONE_DATASETS
+from app.assessment.sources.portal import ZONE_DATASETS, split_key
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
 from app.caches.singleflight import SingleFlightCache
@@ -32,8 +32,17 @@ from tests.test_real_providers import RECORDED
 SPOT = (35.4540, 139.6380)  # Yokohama, in J-SHIS mesh 5339154113 (the recorded answers')
 FLOOD = tiles.LEGENDS[ZONE_DATASETS["flood_zones"]]
 SLOPE = tiles.LEGENDS[ZONE_DATASETS["steep_slope_zones"]]
+
+
+def zone(legend: tuple, key: str) -> tiles.ZoneClass:
+    return next(z for z in legend if z.key == key)
+
+
+AT_SPOT = zone(FLOOD, "1-3")  # painted within HERE_M of the spot
+RING = zone(FLOOD, "3-5")
+SPECIAL = zone(SLOPE, "steep_slope_special")
 # What the constructed tiles hold, in metres east and north of the spot:
-HERE_M = 40  # flood 0.5-3 m within 40 m of the spot, 3-5 m in a ring 200-230 m out
+HERE_M = 40  # flood 1-3 m within 40 m of the spot, 3-5 m in a ring 200-230 m out
 SQUARE = (76, 136)  # a steep-slope special zone: the square [76, 136] m east and north
 NEAR_SLOPE_M = math.hypot(76, 76)  # its corner nearest the spot: 107.5 m to the north-east
 
@@ -51,16 +60,16 @@ def png(rgba: np.ndarray) -> bytes:
 
 def painted(dataset: str, key: str) -> bytes | None:
     """A constructed portal tile: the dataset's zones placed around SPOT, or None (404)."""
-    tile = tiles.parse_tile_key(key)
+    tile = tiles.parse_tile_key(split_key(key)[1])  # landslide keys start with the prefecture
     east, north = offsets(tile)
     distance = np.hypot(east, north)
     rgba = np.zeros((tiles.TILE_SIZE, tiles.TILE_SIZE, 4), dtype=np.uint8)
     if dataset == "flood_zones":
-        paint = {FLOOD[1]: distance <= HERE_M, FLOOD[2]: (distance >= 200) & (distance <= 230)}
+        paint = {AT_SPOT: distance <= HERE_M, RING: (distance >= 200) & (distance <= 230)}
     elif dataset == "steep_slope_zones":
         low, high = SQUARE
         square = (east >= low) & (east <= high) & (north >= low) & (north <= high)
-        paint = {SLOPE[1]: square}
+        paint = {SPECIAL: square}
     else:
         return None
     for zone, where in paint.items():
@@ -146,7 +155,7 @@ def test_the_pixel_under_the_spot_is_the_one_that_holds_it() -> None:
     assert abs(lons[row, col] - SPOT[1]) <= (east - west) / 512
     assert abs(lats[row, col] - SPOT[0]) <= (north - south) / 512
     classes = tiles.decode(painted("flood_zones", tiles.tile_key(tile)), FLOOD)
-    assert locate.class_at(classes, col, row) == 2  # FLOOD[1], 0.5-3 m
+    assert locate.class_at(classes, col, row) == FLOOD.index(AT_SPOT) + 1
 
 
 def test_the_nearest_zone_is_the_square_s_corner_to_the_north_east() -> None:
@@ -160,7 +169,8 @@ def test_the_nearest_zone_is_the_square_s_corner_to_the_north_east() -> None:
         inside = np.ones_like(classes, dtype=bool)
         locate.merge_nearest(found, locate.nearest(t, classes, inside, *SPOT))
     ((index, (metres, bearing)),) = found.items()
-    assert index == 2 and abs(metres - NEAR_SLOPE_M) < 2.0  # a pixel is 1 m here
+    assert index == SLOPE.index(SPECIAL) + 1
+    assert abs(metres - NEAR_SLOPE_M) < 2.0  # a pixel is 1 m here
     assert locate.compass(bearing) == "NE" and abs(bearing - 45) < 2
 
 
@@ -188,11 +198,14 @@ def test_the_zone_raster_puts_each_tile_in_its_place() -> None:
     for tile in plan.tiles:
         classes = tiles.decode(painted("flood_zones", tiles.tile_key(tile)), FLOOD)
         raster.add(tile, locate.shrink(classes, raster.factor, raster.ranks))
-    # The spot's pixel in the raster is the 0.5-3 m class it was painted with, at the
+    # The spot's pixel in the raster is the 1-3 m class it was painted with, at the
     # zoom read: a point's circle is kept whole (factor 1).
     assert raster.factor == 1
     x, y = maps._global_px(SPOT[1], SPOT[0], plan.zoom)
-    assert raster.classes[int(y) - raster.y0, int(x) - raster.x0] == 2
+    assert (
+        raster.classes[int(y) - raster.y0, int(x) - raster.x0]
+        == FLOOD.index(AT_SPOT) + 1
+    )
     height, width = raster.classes.shape
     drawn = raster.drawn()
     picture = Image.open(io.BytesIO(base64.b64decode(drawn["png"].split(",", 1)[1])))
@@ -220,9 +233,9 @@ def layer(report: dict, key: str) -> dict:
 def test_a_point_report_says_what_lies_at_the_spot_and_how_far_the_zones_are(stand) -> None:
     report = point_report(make_provider(real(stand)))
     flood = layer(report, "flood")
-    assert flood["at_point"] == {"key": "0.5-3", "en": "0.5 to 3 m", "ja": "0.5〜3m"}
+    assert flood["at_point"] == {"key": "1-3", "en": AT_SPOT.label_en, "ja": AT_SPOT.label_ja}
     assert flood["worst"] == "3-5"  # the circle's worst, beside the spot's
-    assert flood["nearest"]["0.5-3"] == {"metres": 0, "bearing": None, "direction": ""}
+    assert flood["nearest"]["1-3"] == {"metres": 0, "bearing": None, "direction": ""}
     ring = flood["nearest"]["3-5"]
     assert ring["metres"] == 200 and ring["direction"] in locate.COMPASS
     slope = layer(report, "landslide")
@@ -232,10 +245,10 @@ def test_a_point_report_says_what_lies_at_the_spot_and_how_far_the_zones_are(sta
     }
     assert layer(report, "tsunami")["at_point"]["key"] == "none"
     assert layer(report, "tsunami")["nearest"] == {}
-    # The mesh layers name the spot's 250 m mesh: JCODE 15 (moderate), 40.6 % (26 % or more).
+    # The mesh layers name the spot's 250 m mesh: JCODE 15 (a delta: high), 40.6 % (26 % or more).
     liquefaction, seismic = layer(report, "liquefaction"), layer(report, "seismic")
     assert liquefaction["at_point"] == {
-        "key": "moderate", "en": "moderate", "ja": "やや高い", "mesh": mesh250(*SPOT)
+        "key": "high", "en": "high", "ja": "高い", "mesh": mesh250(*SPOT)
     }  # fmt: skip
     assert seismic["at_point"]["key"] == "ge26" and seismic["at_point"]["mesh"] == "5339154113"
 
@@ -269,7 +282,7 @@ def test_a_failing_base_map_leaves_the_zones_and_says_so(stand) -> None:
     settings = {**real(stand), "LAYER_HTTP_RETRIES": 0}
     report = point_report(make_provider(settings))
     assert report["map"]["base"] is None and report["map"]["base_reason"] == "unavailable"
-    assert layer(report, "flood")["at_point"]["key"] == "0.5-3"
+    assert layer(report, "flood")["at_point"]["key"] == "1-3"
 
 
 def test_the_demo_draws_no_base_map_and_reads_nothing_from_gsi() -> None:
@@ -300,7 +313,7 @@ def test_the_report_page_and_json_carry_the_spot(make_app, stand) -> None:
     assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
     report = client.get(f"/assessments/{job_id}/report.json").get_json()
     flood = layer(report, "flood")
-    assert flood["at_point"]["key"] == "0.5-3" and flood["nearest"]["3-5"]["metres"] == 200
+    assert flood["at_point"]["key"] == "1-3" and flood["nearest"]["3-5"]["metres"] == 200
     assert set(flood["rasters"]) == {"flood_zones"}
     page = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
     assert 'data-base-map="yes"' in page and 'id="report-base"' in page
