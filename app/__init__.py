@@ -19,7 +19,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Create and configure the app.
 
     Flask and the extensions are imported here, not with the package: a process that
-    needs only a pure module under app (the pixel pool's, sources/pixels.py) stays small.
+    needs only a pure module under app (the pixel pool's, grid/pixels.py) stays small.
     """
     from flask import Flask
 

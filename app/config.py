@@ -53,7 +53,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "LAYER_HTTP_PER_HOST": (int, 4),
     "ZONE_TILE_BUDGET": (int, 64),
     # Processes that decode and count zone tiles beside the worker; unset or 0: in the
-    # job's thread (the pool's processes cost ~100 MiB: sources/pixels.py).
+    # job's thread (the pool's processes cost ~100 MiB: grid/pixels.py).
     "ZONE_PROCESSES": (int, None),
     "PROVIDER_PROBE_SECONDS": (float, 3),
     "PROVIDER_RECHECK_SECONDS": (float, 300),

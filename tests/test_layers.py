@@ -1,7 +1,7 @@
 """app/ is layered: web -> jobs -> points and assessment -> caches, database, operations -> the
 root modules (config, extensions, models), never upward. Inside assessment, its rooms are
-layered too: work (the root modules) -> report -> sources -> place, and every room may use
-errors.py, which uses none of them.
+layered too: work (the root modules) -> report -> sources -> grid -> place, and every room
+may use errors.py, which uses none of them.
 
 An AST walk over every module resolves each import (absolute or relative, at module level
 or inside a function) to the package it lands in and checks it against ALLOWED. create_app()
@@ -19,17 +19,18 @@ APP = Path(__file__).resolve().parent.parent / "app"
 # extensions, models): what every package uses.
 BELOW = {"caches", "database", "operations", "root"}
 # The assessment package's rooms; "assessment" alone is its root (work.py, __init__.py).
-ROOMS = ("place", "sources", "report", "errors")
+ROOMS = ("place", "grid", "sources", "report", "errors")
 ASSESSMENT = {"assessment"} | {f"assessment.{room}" for room in ROOMS}
 ALLOWED = {
     "web": {"web", "jobs", "points"} | ASSESSMENT | BELOW,
     "jobs": {"jobs", "points"} | ASSESSMENT | BELOW,
     "points": {"points", "database", "operations", "root"},
     "assessment": ASSESSMENT | {"caches", "root"},
-    "assessment.report": {"assessment.report", "assessment.sources", "assessment.place"}
+    "assessment.report": {"assessment.report", "assessment.sources", "assessment.grid"}
+    | {"assessment.place", "assessment.errors", "caches", "root"},
+    "assessment.sources": {"assessment.sources", "assessment.grid", "assessment.place"}
     | {"assessment.errors", "caches", "root"},
-    "assessment.sources": {"assessment.sources", "assessment.place", "assessment.errors"}
-    | {"caches", "root"},
+    "assessment.grid": {"assessment.grid", "assessment.place", "assessment.errors", "root"},
     "assessment.place": {"assessment.place", "assessment.errors", "caches", "root"},
     "assessment.errors": {"assessment.errors", "root"},
     "caches": {"caches", "database", "root"},
@@ -140,7 +141,9 @@ def test_every_import_flows_downward():
         ("app.assessment.sources.http", "from ..work import run_assessment"),
         ("app.assessment.report.analysis", "from .. import work"),
         ("app.assessment.errors", "from .place.area import Area"),
-        ("app.assessment.place.area", "import app.assessment.sources.tiles"),
+        ("app.assessment.place.area", "import app.assessment.grid.tiles"),
+        ("app.assessment.grid.zones", "from ..sources import portal"),
+        ("app.assessment.grid.tiles", "from ..report.maps import MAP_SIZE"),
     ],
 )
 def test_an_upward_import_is_caught(module, source):

@@ -16,9 +16,9 @@ import shapely
 from PIL import Image
 
 from app.assessment import resolve_place
+from app.assessment.grid import tiles, zones
 from app.assessment.place import outlines
 from app.assessment.report import analysis
-from app.assessment.sources import tiles, zones
 from app.assessment.sources.portal import ZONE_DATASETS, judge, split_key
 
 SIZE = tiles.TILE_SIZE

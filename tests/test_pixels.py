@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from app.assessment import resolve_place
-from app.assessment.sources import pixels, portal, tiles, zones
+from app.assessment.grid import pixels, tiles, zones
+from app.assessment.sources import portal
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
 from app.caches.singleflight import SingleFlightCache

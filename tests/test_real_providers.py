@@ -20,9 +20,9 @@ from PIL import Image
 
 from app.assessment import resolve_place
 from app.assessment.errors import ProviderError
+from app.assessment.grid import tiles, zones
+from app.assessment.grid.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.place import outlines
-from app.assessment.place.sampling import MESH_BUDGET, mesh250, mesh_centre
-from app.assessment.sources import tiles, zones
 from app.assessment.sources.http import RetryPolicy, retry_after_seconds
 from app.assessment.sources.jshis import JshisProvider
 from app.assessment.sources.portal import PER_PREFECTURE, SAMPLE_TILES, ZONE_DATASETS

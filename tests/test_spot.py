@@ -17,9 +17,10 @@ import pytest
 from PIL import Image
 
 from app.assessment import resolve_place
-from app.assessment.place.sampling import mesh250
+from app.assessment.grid import locate, tiles, zones
+from app.assessment.grid.sampling import mesh250
 from app.assessment.report import maps, spot
-from app.assessment.sources import basemap, locate, tiles, zones
+from app.assessment.sources import basemap
 from app.assessment.sources.portal import ZONE_DATASETS, split_key
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
@@ -202,10 +203,7 @@ def test_the_zone_raster_puts_each_tile_in_its_place() -> None:
     # zoom read: a point's circle is kept whole (factor 1).
     assert raster.factor == 1
     x, y = maps._global_px(SPOT[1], SPOT[0], plan.zoom)
-    assert (
-        raster.classes[int(y) - raster.y0, int(x) - raster.x0]
-        == FLOOD.index(AT_SPOT) + 1
-    )
+    assert raster.classes[int(y) - raster.y0, int(x) - raster.x0] == FLOOD.index(AT_SPOT) + 1
     height, width = raster.classes.shape
     drawn = raster.drawn()
     picture = Image.open(io.BytesIO(base64.b64decode(drawn["png"].split(",", 1)[1])))

@@ -17,9 +17,9 @@ from PIL import Image
 
 from app.assessment import resolve_place
 from app.assessment.errors import PlaceNotFound
+from app.assessment.grid import tiles
 from app.assessment.place import outlines
 from app.assessment.report.analysis import LAYERS
-from app.assessment.sources import tiles
 from app.assessment.sources.jshis import LIQUEFACTION_TENDENCY
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment

@@ -1,13 +1,15 @@
 """The assessment domain: from what a person typed to the report they read.
 
-Three rooms, each answering one question, and the job's step at the root:
-- place: where? (the resolver, gazetteer, postal codes, outlines, meshes)
-- sources: what do the services say? (the HTTP client, each provider, tiles and legends)
-- report: what does it mean? (levels, headline and score, narrative, provenance)
-- work.py runs one assessment through the three; errors.py holds the package's errors.
+Four rooms, each answering one question, and the job's step at the root:
+- place: where? (the resolver, gazetteer, postal codes, street addresses, outlines)
+- grid: which tiles and meshes cover it, and what their pixels hold? (tile plan, decoding
+  and legends, the pixel pool, the pixel under a spot, 250 m meshes)
+- sources: what do the services say? (the HTTP client, each provider, base map, coverage)
+- report: what does it mean? (levels, headline and score, narrative, provenance, the map)
+- work.py runs one assessment through them; errors.py holds the package's errors.
 
-Imports flow place <- sources <- report <- work (tests/test_layers.py checks it); every room
-may import errors.py. The package may import app.caches and the root modules (config,
+Imports flow place <- grid <- sources <- report <- work (tests/test_layers.py checks it);
+every room may import errors.py. The package may import app.caches and the root modules (config,
 extensions, models); never app.points, app.jobs or app.web.
 """
 
@@ -15,7 +17,7 @@ from importlib import import_module
 from typing import Any
 
 # Imported on first use (PEP 562), not with the package: the pixel pool's processes import
-# sources/pixels.py, and so this package, and need none of the resolver's database.
+# grid/pixels.py, and so this package, and need none of the resolver's database.
 _EXPORTS = {
     "ProviderError": ".errors",
     "Stopped": ".errors",

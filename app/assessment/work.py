@@ -16,11 +16,12 @@ from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
 from .errors import ProviderError, Stopped, UnreadableTiles
+from .grid import locate, pixels, tiles, zones
+from .grid.sampling import mesh250
 from .place.area import Area
-from .place.sampling import mesh250
 from .report import maps, provenance, spot
 from .report.analysis import LANGS, LAYERS, Layer, analyse
-from .sources import basemap, coverage, locate, pixels, portal, tiles, zones
+from .sources import basemap, coverage, portal
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
 Fetched = dict[str, list[dict[str, Any]]]

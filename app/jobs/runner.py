@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from flask import Flask
 
-from ..assessment.sources import pixels
+from ..assessment.grid import pixels
 from ..database import dbretry, limits
 from ..extensions import db
 from ..operations import metrics

@@ -107,8 +107,8 @@ def _zones_result(
 
 
 def _zones(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    from ..grid.tiles import LEGENDS
     from ..sources.portal import ZONE_DATASETS
-    from ..sources.tiles import LEGENDS
 
     rows = []
     for dataset, answers in fetched.items():
@@ -216,8 +216,8 @@ DETAILS = (
 
 def legend_of(key: str) -> list[dict[str, Any]]:
     """Return a layer's classes in order: key, colour, names, and the dataset they are of."""
+    from ..grid.tiles import LEGENDS
     from ..sources.portal import ZONE_DATASETS
-    from ..sources.tiles import LEGENDS
 
     layer = next(layer for layer in LAYERS if layer.key == key)
     if key == "liquefaction":

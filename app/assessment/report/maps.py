@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from shapely.geometry.base import BaseGeometry
 
-from ..sources import tiles
-from ..sources.zones import Plan
+from ..grid import tiles
+from ..grid.zones import Plan
 
 
 def as_answer(reading: tiles.Reading, zone_plan: Plan) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def mesh_rects(
     bounds: tuple[float, float, float, float], classes: dict[str, str], ranks: dict[str, int]
 ) -> list[list[int]]:
     """Return the meshes read as [x, y, width, height, rank] squares on the report's map."""
-    from ..place.sampling import MESH_LAT, MESH_LON, mesh_centre
+    from ..grid.sampling import MESH_LAT, MESH_LON, mesh_centre
 
     rects = []
     for mesh, key in sorted(classes.items()):

@@ -1,7 +1,7 @@
 """What lies at a point report's spot itself, apart from the circle around it.
 
 A zone layer says the class of the pixel under the spot (read at the deepest zoom the
-portal has, sources/locate.py) and, for each class present in the circle, how far and in
+portal has, grid/locate.py) and, for each class present in the circle, how far and in
 which direction its nearest pixel lies; a mesh layer (liquefaction, seismic) names the
 250 m mesh the spot is in and its class. The figures are language-free (class keys,
 metres, bearings, compass points); the template words them.
@@ -10,8 +10,8 @@ metres, bearings, compass points); the template words them.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..sources.locate import Nearest, compass
-from ..sources.tiles import NO_ZONE, UNRECOGNISED, ZoneClass
+from ..grid.locate import Nearest, compass
+from ..grid.tiles import NO_ZONE, UNRECOGNISED, ZoneClass
 
 SPOT_ZOOM = 17  # the portal's deepest zoom (docs/providers.md)
 NAMES = {

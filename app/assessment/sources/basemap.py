@@ -16,7 +16,7 @@ import mercantile
 import shapely
 
 from ..errors import ProviderError, UpstreamError
-from . import tiles
+from ..grid import tiles
 from .http import Client, RetryPolicy
 from .portal import encode
 

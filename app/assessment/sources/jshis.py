@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ..errors import ProviderError, ProviderFailure, UpstreamError
-from ..place.sampling import mesh250, mesh_points, parse_point
+from ..grid.sampling import mesh250, mesh_points, parse_point
 from .http import RetryPolicy, get_json
 
 DEFAULT_BASE_URL = "https://www.j-shis.bosai.go.jp/map/api"

@@ -28,8 +28,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ProviderError, UpstreamError
-from .http import Client, RetryPolicy
-from .tiles import (
+from ..grid.tiles import (
     LEGENDS,
     UNKNOWN_LIMIT,
     classify,
@@ -38,7 +37,8 @@ from .tiles import (
     read_rgba,
     zones_of,
 )
-from .zones import PER_PREFECTURE, dataset_keys
+from ..grid.zones import PER_PREFECTURE, dataset_keys
+from .http import Client, RetryPolicy
 
 DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 

@@ -31,9 +31,10 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from ..errors import ProviderError, Stopped
+from ..grid import pixels
+from ..grid.sampling import mesh_centre
 from ..place.area import Area
-from ..place.sampling import mesh_centre
-from . import basemap, pixels, portal
+from . import basemap, portal
 from .http import RetryPolicy, shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
 from .jshis import JshisProvider, mesh_keys
@@ -103,7 +104,7 @@ def origin_of(provider: Any, dataset: str) -> str:
 
 def default_keys(area: Area, dataset: str) -> list[str]:
     """Return the tiles covering the area's outline, or the meshes sampled inside it."""
-    from .zones import dataset_keys
+    from ..grid.zones import dataset_keys
 
     if DATASETS[dataset].scope == "zones":
         return dataset_keys(area, dataset)
@@ -356,7 +357,7 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
 
     "demo" or "http" serve every dataset; "dataset=provider,...,*=provider" routes each.
     """
-    from . import zones
+    from ..grid import zones
 
     zones.configure(int(config.get("ZONE_TILE_BUDGET") or zones.DEFAULT_TILE_BUDGET))
     processes = config.get("ZONE_PROCESSES")

@@ -73,7 +73,8 @@ def _executor() -> ProcessPoolExecutor | None:
             context = multiprocessing.get_context("forkserver")
             # Imported once, in the forkserver, and shared by every process it forks; not
             # __main__ (gunicorn's or flask's). Neither imports Flask nor the database.
-            context.set_forkserver_preload([__name__, f"{__package__}.portal"])
+            # The demo's painting (sources/portal.py) runs here too: preload it as well.
+            context.set_forkserver_preload([__name__, "app.assessment.sources.portal"])
             _pool["executor"] = ProcessPoolExecutor(_settings["processes"], mp_context=context)
             _pool["pid"] = os.getpid()
         return _pool["executor"]
