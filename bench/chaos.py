@@ -425,7 +425,7 @@ class Chaos:
             (f"slowest settle after the database returned ({len(after_return)} jobs)",
              f"{max(after_return, default=0):.2f} {bound}"),
             ("failed jobs settled later than the bound", len(self.late)),
-            ("every job and task ended after the faults stopped, in", f"{settled_in} s"),
+            ("every job and task ended after the faults stopped, in", f"{settled_in or 0:.2f} s"),
             ("sales (Checkout Sessions bought) / credits / reversals",
              f"{len(self.storm.sales)} / {out['credits']} / {out['reversals']}"),
             ("webhook deliveries: genuine / forged",
