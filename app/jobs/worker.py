@@ -138,9 +138,11 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
             await asyncio.wait(
                 [running, asyncio.create_task(told.wait())], return_when=asyncio.FIRST_COMPLETED
             )
-            if running.done():
-                running.result()
-                return
+            if running.done() and not told.is_set():
+                running.result()  # its error, if any, ends the worker with code 1 below
+                # procrastinate stopped by itself (its listener lost the database, say): a
+                # stop nobody asked for is a failure, so a supervisor restarts this worker.
+                raise RuntimeError("the queue worker stopped without being told to")
             await asyncio.to_thread(settled.join)
             # The jobs are settled; give procrastinate a moment to record its own end,
             # but not the minutes an abandoned job's thread may still sleep.
