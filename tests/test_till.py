@@ -165,6 +165,18 @@ def test_a_failed_partial_refund_opens_an_incident_once(shop, sql):
     assert [c for c, _ in codes(sql)] == ["PARTIAL_REFUND", "REFUND_FAILED"]
 
 
+def test_a_failed_part_of_a_full_refund_gives_nothing_back_and_asks_support(shop, sql):
+    # 500 yen refunded at a konbini (pending), then the other 1,500: the pack is reversed as
+    # fully refunded. The 500 then fails: 1,500 stays refunded, so the pack is not owed back.
+    user, sid, pi = credited(shop, sql)
+    assert refunded(shop, pi) == "reversed"
+    failed = fakestripe.event("refund.failed", fakestripe.refund(pi, 500, "failed"))
+    assert deliver(shop.url, failed).json()["outcome"] == "partial_failed"
+    assert purchases(sql, user) == [("purchase", 5, sid), ("purchase_refund", -5, sid)]
+    assert balance(sql, user) == 0
+    assert [c for c, _ in codes(sql)] == ["REFUND_FAILED"]
+
+
 def test_a_failed_refund_of_a_payment_we_do_not_know_opens_an_incident(shop, sql):
     failed = fakestripe.event("refund.failed", fakestripe.refund("pi_nobody", 2000, "failed"))
     assert deliver(shop.url, failed).json()["outcome"] == "unmatched"

@@ -689,6 +689,20 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
             f"it was a partial refund of Checkout Session {purchase.checkout_session}, which"
             " moved no points by itself; give back any correction made for it",
         )
+    if amount is None or amount < purchase.yen:
+        # The pack was taken back for a full refund, but this failed refund was only a part
+        # of it: the rest of the money stays refunded, so giving the whole pack back would
+        # invent points. Support decides what is owed.
+        db.session.commit()
+        return _refund_failed_incident(
+            purchase.user_id,
+            refund_id,
+            payment_intent,
+            amount,
+            f"it was a partial refund of Checkout Session {purchase.checkout_session}, whose"
+            " points were taken back for a full refund; the rest stays refunded, so nothing"
+            " was given back: decide what is owed",
+        )
     inserted = db.session.execute(
         text(
             "INSERT INTO point_ledger"
