@@ -601,3 +601,31 @@ def test_points_lapse_oldest_first_after_their_validity(make_app, sql):
 
         assert expiry.expire_lapsed(180) == 0  # again: nothing more
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_a_refunded_point_keeps_the_date_it_was_issued(make_app, sql):
+    from app.jobs import housekeeping
+
+    app = make_app(POINTS_VALID_DAYS=180)
+    user = new_user(sql)
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, reason, created_at)"
+        " VALUES (%(u)s, 'grant', 3, 'welcome points', now() - interval '200 days')",
+        u=user,
+    )
+    spend(sql, user, 1)  # a job charged yesterday's way, then refunded today
+    ((consume, job),) = sql(
+        "SELECT id, job_id FROM point_ledger WHERE user_id = %(u)s AND kind = 'consume'", u=user
+    )
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, job_id, refund_of, reason)"
+        " VALUES (%(u)s, 'refund', 1, %(j)s, %(c)s, 'the job failed')",
+        u=user,
+        j=job,
+        c=consume,
+    )
+    assert balance(sql, user) == 3
+    housekeeping._run(app, [housekeeping.PURGE])
+    # The refund gave back a point issued 200 days ago: it lapses with the other two.
+    assert balance(sql, user) == 0
+    assert sql("SELECT amount FROM point_ledger WHERE kind = 'expire'") == [(-3,)]

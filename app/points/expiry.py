@@ -18,11 +18,14 @@ log = logging.getLogger(__name__)
 
 REASON = "points expired"
 
-# Every positive row within the validity (a purchase, a grant, a job's refund, a restore)
-# is what the balance may still hold; anything beyond it is older, and has lapsed.
+# Every point issued within the validity (a purchase, a grant, support's) is what the
+# balance may still hold; anything beyond it is older, and has lapsed. A job's refund or a
+# purchase's restore gives a point back, not a new one: it keeps the date it was issued,
+# or a refund would renew a point past the validity the 資金決済法 exemption rests on.
 LAPSED = (
     "u.point_balance - coalesce((SELECT sum(l.amount) FROM point_ledger l"
     "  WHERE l.user_id = u.id AND l.amount > 0"
+    "    AND l.kind IN ('grant', 'purchase', 'support')"
     "    AND l.created_at > now() - make_interval(days => :days)), 0)"
 )
 
