@@ -105,6 +105,10 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     # (derived from it) refuses other hosts. Unset, points are on sale only with a
     # test-mode key (development), returning to http://127.0.0.1:$PORT.
     "PUBLIC_URL": (str, ""),
+    # Hosts Flask answers, comma-separated (Flask's TRUSTED_HOSTS; a leading dot allows
+    # subdomains). Unset with PUBLIC_URL set: its host and loopback. Name here every Host a
+    # proxy or a health check sends (a pod's address, say), or they get 400.
+    "TRUSTED_HOSTS": (keys, None),
     # Points on sale while reports are demonstration data: a test shop (test-mode key only).
     "TEST_SHOP": (flag, False),
     # The seller, as the 特定商取引法に基づく表記 and the terms name it. Selling needs the

@@ -278,5 +278,5 @@ def init_app(app: Flask) -> None:
             raise ValueError(f"PUBLIC_URL must be http(s)://host[:port], not {url!r}")
         if app.config.get("TRUSTED_HOSTS") is None:
             # Flask answers 400 to any other Host; loopback stays for checks on the machine.
-            app.config["TRUSTED_HOSTS"] = [parts.hostname, "localhost", "127.0.0.1", "::1"]
+            app.config["TRUSTED_HOSTS"] = [parts.hostname, "localhost", "127.0.0.1"]
     app.register_blueprint(bp)
