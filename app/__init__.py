@@ -111,8 +111,13 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         )
         # Asked again every few minutes, per process: started by the first request a
         # process serves (gunicorn forks after this), not here.
-        app.extensions["provider_recheck"] = {"pid": 0, "stop": threading.Event()}
-        app.before_request(lambda: _start_recheck(app))
+        app.extensions["provider_recheck"] = {
+            "pid": 0,
+            "stop": threading.Event(),
+            # A queue worker serves no request: it starts its recheck itself (worker.run).
+            "start": lambda: _start_recheck(app),
+        }
+        app.before_request(app.extensions["provider_recheck"]["start"])
 
     def caches(size_key: str, ttl_key: str, ttl_of: Any = None) -> object:
         local = SingleFlightCache(

@@ -151,6 +151,10 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
                 _exit(0)
 
     threading.Thread(target=keep_queued, name="keep-queued", daemon=True).start()
+    if recheck := app.extensions.get("provider_recheck"):
+        # LAYER_PROVIDER unset: ask the services again, as the web processes do on their
+        # first request, so this worker follows them between real and demo data.
+        recheck["start"]()
     code = 0
     try:
         asyncio.run(main())
