@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -55,7 +55,9 @@ def configure(processes: int | None) -> None:
     if processes != _settings["processes"]:
         shutdown()
         _settings["processes"] = processes
-    _pool["closed"] = 0  # a new app in this process may start a pool again
+        # A new setting may start a pool again; the same one (the provider recheck makes a
+        # provider every few minutes) never reopens a pool the stopping jobs closed.
+        _pool["closed"] = 0
 
 
 def processes() -> int:
@@ -120,7 +122,7 @@ def call(fn: Callable[..., T], *args: Any) -> T:
                 _pool["executor"] = None  # the next tile starts a new pool
         log.warning("the pixel pool broke; this tile is worked in the job's thread")
         return fn(*args)
-    except RuntimeError:  # shut down meanwhile (the worker is stopping): do it here
+    except (RuntimeError, CancelledError):  # shut down meanwhile (stopping): do it here
         return fn(*args)
 
 
