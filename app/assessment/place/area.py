@@ -1,7 +1,7 @@
 """A resolved municipality and the map tiles an assessment of it reads."""
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 TILE_ZOOM = 12  # a z12 tile is about 10 km across at Japan's latitudes
@@ -78,3 +78,20 @@ TILES_PER_AREA = 4
 def tile_key(tile: Tile) -> str:
     """Return the "z/x/y" key by which upstream datasets are fetched per tile."""
     return "/".join(str(part) for part in tile)
+
+
+def spot(unit: Area, lat: float, lon: float, radius_m: float, **fields: Any) -> Area:
+    """Return unit as a spot's area: the point, the circle of radius_m around it, its tiles.
+
+    The code keeps the unit's and names the point ("131016@35.68120,139.76710").
+    """
+    code = unit.code.split("@")[0]
+    return replace(
+        unit,
+        code=f"{code}@{lat:.5f},{lon:.5f}",
+        lat=lat,
+        lon=lon,
+        tiles=tiles_around(lat, lon),
+        radius_m=radius_m,
+        **fields,
+    )

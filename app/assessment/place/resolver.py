@@ -63,7 +63,7 @@ from ..errors import (
     PlaceSuperseded,
 )
 from . import addresses, outlines, postal
-from .area import Area, tiles_around
+from .area import Area, spot
 from .gazetteer import Gazetteer, Prefecture, check_digit, gazetteer
 from .keys import is_romaji, ja_key, romaji_key
 
@@ -161,13 +161,11 @@ def _by_point(lat: float, lon: float, typed: str = "") -> Area:
         found, approximate = [gaz.by_code5[near[0][1]]], True
     unit = found[0]
     street = addresses.nearest(unit.code5, lat, lon)
-    return dataclasses.replace(
+    return spot(
         unit,
-        code=f"{unit.code}@{lat:.5f},{lon:.5f}",
-        lat=lat,
-        lon=lon,
-        tiles=tiles_around(lat, lon),
-        radius_m=outlines.POINT_RADIUS_M,
+        lat,
+        lon,
+        outlines.POINT_RADIUS_M,
         approximate_location=approximate,
         location_basis=unit.name_ja if approximate else "",
         address={
@@ -411,13 +409,11 @@ def _street_area(street: addresses.Street, typed: str, rest: str) -> Area:
     """Return the area of an address: its 町丁目's point and a circle covering it."""
     unit = gazetteer().by_code5[street.code5]
     lat, lon = round(street.lat, 5), round(street.lon, 5)
-    return dataclasses.replace(
+    return spot(
         unit,
-        code=f"{unit.code}@{lat:.5f},{lon:.5f}",
-        lat=lat,
-        lon=lon,
-        tiles=tiles_around(lat, lon),
-        radius_m=street.radius_m,
+        lat,
+        lon,
+        street.radius_m,
         address={
             "input": typed,
             "matched": f"{unit.prefecture_ja}{unit.name_ja}{street.name}",

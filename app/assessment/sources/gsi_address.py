@@ -19,7 +19,7 @@ from urllib.parse import quote
 from ..errors import UpstreamError
 from ..place import outlines
 from ..place.addresses import town_key
-from ..place.area import Area, tiles_around
+from ..place.area import Area, spot
 from . import http
 
 log = logging.getLogger(__name__)
@@ -50,14 +50,11 @@ def place_address(area: Area, url: str, cache: Any = None) -> Area:
         lat, lon = round(point[0], 5), round(point[1], 5)
         if _metres(lat, lon, area.lat, area.lon) > area.radius_m:
             continue  # an answer outside the 町丁目 is another place of the same name
-        unit_code = area.code.split("@")[0]
-        return dataclasses.replace(
+        return spot(
             area,
-            code=f"{unit_code}@{lat:.5f},{lon:.5f}",
-            lat=lat,
-            lon=lon,
-            tiles=tiles_around(lat, lon),
-            radius_m=outlines.POINT_RADIUS_M,
+            lat,
+            lon,
+            outlines.POINT_RADIUS_M,
             address={**address, "precision": "banchi", "source": "gsi", "gsi": title},
         )
     return _note(area, "no match")
