@@ -642,7 +642,7 @@ def test_the_time_left_counts_on_in_the_page_while_polls_are_304(page, live):
 
 def test_a_point_report_s_map_has_its_base_map_pin_and_scale(page, live):
     from tests.conftest import serve_http
-    from tests.test_spot import SPOT, Stand, real
+    from tests.test_spot import AT_SPOT, RING, SPOT, Stand, real
 
     with serve_http(Stand()) as stand:
         server = live(**{k: str(v) for k, v in real(stand).items()})
@@ -662,10 +662,11 @@ def test_a_point_report_s_map_has_its_base_map_pin_and_scale(page, live):
     assert pin and drawn["x"] < pin["x"] < drawn["x"] + drawn["width"]
     assert flood.locator(".report-scale text").text_content() == "200 m"
     assert flood.locator(".report-north").is_visible()
-    assert flood.locator(".report-spot").inner_text().startswith("At the spot: 0.5 to 3 m")
+    here = flood.locator(".report-spot").inner_text()
+    assert here.startswith(f"At the spot: {AT_SPOT.label_en}")
     nearest = flood.locator(".report-nearest li").all_inner_texts()
-    assert nearest[0] == "0.5 to 3 m: At the spot"  # in the legend's order
-    assert nearest[1].startswith("3 to 5 m: about 200 m")
+    assert nearest[0] == f"{AT_SPOT.label_en}: At the spot"  # in the legend's order
+    assert nearest[1].startswith(f"{RING.label_en}: about 200 m")
     assert page.locator("[data-credit]").inner_text().startswith("GSI Tiles")
     assert violations == [], "the browser refused something under the CSP"
     check_a11y(page)

@@ -176,7 +176,7 @@ def test_an_address_report_and_the_history_fit_a_phone(browser, live):
         page.wait_for_selector("#report .report")
     title = page.locator("#report-title").inner_text()
     assert "東京都千代田区丸の内一丁目付近（半径550m）" in title
-    assert "町丁目の代表点に配置しました" in page.locator(".report-spot").inner_text()
+    assert "町丁目の代表点に配置しました" in page.locator(".report-placement").inner_text()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     check_a11y(page)
     page.goto(server.url + "/assessments")
