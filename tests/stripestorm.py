@@ -65,6 +65,12 @@ class Storm:
             "STRIPE_WEBHOOK_SECRET": SECRET,
             "STRIPE_API_BASE": self.stripe.url,
             "BUY_RATE_LIMIT": "100000 per minute",
+            # Selling needs the seller named, and a test shop to sell beside demo reports.
+            "SELLER_NAME": "株式会社ハザード",
+            "SELLER_REPRESENTATIVE": "山田太郎",
+            "SELLER_DISCLOSE_ON_REQUEST": "1",
+            "SUPPORT_CONTACT": "help@hazard.example",
+            "TEST_SHOP": "1",
         }
         self.sales: list[Sale] = []
         self.counts: collections.Counter[str] = collections.Counter()
