@@ -305,6 +305,8 @@ def test_progress_counts_tiles_and_meshes_done_of_those_planned(monkeypatch):
     from app.assessment import work
 
     monkeypatch.setattr(work, "PROGRESS_SECONDS", 0.0)  # write every change
+    # and look often: on a fast machine the tiles are read between two looks of a second
+    monkeypatch.setattr(work, "STOP_CHECK_SECONDS", 0.02)
     provider = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0.6})
     steps: list[tuple[str, int]] = []
     run_assessment(
