@@ -20,6 +20,7 @@ from app.assessment import resolve_place
 from app.assessment.grid import locate, tiles, zones
 from app.assessment.grid.sampling import mesh250
 from app.assessment.report import maps, spot
+from app.assessment.report.analysis import translate
 from app.assessment.sources import basemap
 from app.assessment.sources.portal import ZONE_DATASETS, split_key
 from app.assessment.sources.providers import make_provider
@@ -251,6 +252,32 @@ def test_a_point_report_says_what_lies_at_the_spot_and_how_far_the_zones_are(sta
     assert seismic["at_point"]["key"] == "ge26" and seismic["at_point"]["mesh"] == "5339154113"
 
 
+def test_a_point_report_is_headed_by_its_spot_with_the_circle_beside_it(stand) -> None:
+    report = point_report(make_provider(real(stand)))
+    # At the spot: flood 1-3 m (level 3), no landslide zone, a high liquefaction tendency
+    # (5) and shaking of 26 % or more (5). Within the circle the 3-5 m ring (4) and the
+    # steep-slope special zone (5) count too.
+    assert report["level"] == 5 and report["worst"] == ["liquefaction", "seismic"]
+    circle = report["circle"]
+    assert circle["level"] == 5 and circle["worst"] == ["liquefaction", "landslide", "seismic"]
+    # Scores by the one rule (weights 25/15/15/15/30, indexes 0.5/0.7/0.9): the spot's
+    # mean 0.757 raised to level 5's foot, 80; the circle's 0.841, 84.
+    assert (report["score"], circle["score"], circle["radius_m"]) == (80, 84, 500)
+    assert layer(report, "flood")["level"] == 4  # each layer's row stays the circle's
+    assert report["narrative"].startswith("この地点（")
+    assert "半径500mの円内で最も厳しいのは液状化・土砂災害・地震の揺れ" in report["narrative"]
+    assert "円全体の総合スコアは84点" in report["narrative"]
+    # The other language says the same headline; a report stored before spots had
+    # headlines (no circle) keeps the circle's in both.
+    english = translate(report, "en")
+    assert (english["score"], english["worst"]) == (80, report["worst"])
+    assert english["circle"] == {**circle, "score_label": "Very high"}
+    assert english["narrative"].startswith("At the spot near ")
+    assert "the circle's overall score is 84" in english["narrative"]
+    older = translate({k: v for k, v in report.items() if k != "circle"}, "en")
+    assert (older["score"], older["worst"]) == (84, circle["worst"]) and "circle" not in older
+
+
 def test_the_spot_costs_no_extra_call_and_the_base_map_its_tiles(stand) -> None:
     area = resolve_place(f"{SPOT[0]}, {SPOT[1]}")
     plan = zones.plan(area)
@@ -300,7 +327,7 @@ def test_a_municipality_s_report_has_no_spot() -> None:
         cache=SingleFlightCache(maxsize=4096),
         progress=lambda step, percent: None,
     )
-    assert report["map"]["spot"] is None
+    assert report["map"]["spot"] is None and "circle" not in report
     assert not any("at_point" in row or "nearest" in row for row in report["layers"])
     assert layer(report, "flood")["rasters"] or layer(report, "flood")["worst"] is None
 
@@ -319,6 +346,8 @@ def test_the_report_page_and_json_carry_the_spot(make_app, stand) -> None:
         [row for row in report["layers"] for _ in row.get("rasters", {})]
     )  # the base map once, shared by every map; each dataset's zones once
     assert "この地点" in page and "北東へ約110m" in page and "地理院タイル" in page
+    assert 'data-circle-level="5" data-circle-score="84"' in page
+    assert "この地点の総合スコア" in page and "半径500mの円内で最も厳しい項目" in page
     assert 'class="report-pin"' in page and 'data-metres="200"' in page
     # What this change writes (the spot's lines, the maps, their notes) is Japanese only.
     head = page[page.index('<div class="report-spot-head"') : page.index('<h3 id="report-score')]

@@ -21,7 +21,7 @@ from .grid import locate, pixels, tiles, zones
 from .grid.sampling import mesh250
 from .place.area import Area
 from .report import maps, provenance, spot
-from .report.analysis import LANGS, LAYERS, Layer, analyse
+from .report.analysis import LANGS, LAYERS, Layer, analyse, describe
 from .sources import basemap, coverage, portal
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
@@ -346,6 +346,8 @@ def run_assessment(
             {"dataset": ds, **{k: v for k, v in sources[ds].items() if k != "notes"}}
             for ds in fetched[row["key"]]
         ]
+    if here:  # a point's headline is the spot's, now that each layer says what lies there
+        analysed = describe(area, lang, analysed["layers"], spot=True)
     report = {
         "area": area.to_dict(),
         "extent": {**zone_plan.describe(), **maps.map_outline(zone_plan.outline.geometry)},

@@ -301,8 +301,13 @@ def analyse(
     return describe(area, lang, scored)
 
 
-def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def describe(
+    area: Area, lang: str, scored: Sequence[Mapping[str, Any]], spot: bool = False
+) -> dict[str, Any]:
     """Write a report's levels, score and narrative in lang from its language-free figures.
+
+    spot: a point report headed by what lies at the spot (its layers say so in at_point);
+    reports stored before spots had headlines keep the circle's, in either language.
 
     Only the stored index and numbers of each layer are read, so a stored report can be
     written again in the other language without fetching anything (see translate).
@@ -339,6 +344,27 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
     read = [row for row in layers if row["level"]]
     head = headline(read, WEIGHTS)
     score_label = LABELS[lang][head.level - 1]
+    # A point's report is headed by the spot itself: each layer's class under the point,
+    # leveled by the layer's own rule; the circle's headline is kept beside it.
+    at_spot = [
+        {**row, "level": level, "index": index_of(level), "label": LABELS[lang][level - 1]}
+        for row in (layers if spot else ())
+        if (level := spot_level(row))
+    ]
+    circle = None
+    if at_spot:
+        circle = {
+            "level": head.level,
+            "score": head.score,
+            "score_label": score_label,
+            "worst": list(head.worst),
+            "radius_m": round(area.radius_m),
+        }
+        head = headline(at_spot, WEIGHTS)
+        score_label = LABELS[lang][head.level - 1]
+        text = narrative(area, lang, head.score, score_label, at_spot, (circle, read))
+    else:
+        text = narrative(area, lang, head.score, score_label, read)
     return {
         "layers": layers,
         "score": head.score,
@@ -347,8 +373,8 @@ def describe(area: Area, lang: str, scored: Sequence[Mapping[str, Any]]) -> dict
         "band": list(band(head.level)),
         "worst": list(head.worst),
         "least": list(head.least),
-        "narrative": narrative(area, lang, head.score, score_label, read)
-        + no_zone_sentence(lang, layers),
+        **({"circle": circle} if circle else {}),
+        "narrative": text + no_zone_sentence(lang, layers),
         # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
         "zones_found": any(row["level"] for row in layers if row["key"] in ZONE_LAYERS),
     }
@@ -379,7 +405,8 @@ def names_of(layers: Sequence[Mapping[str, Any]], keys: Sequence[str], lang: str
 def translate(report: Mapping[str, Any], lang: str) -> dict[str, Any]:
     """Return a stored report written in lang from its own figures: no fetch, no new job."""
     area = Area.from_dict(report["area"])
-    return {**report, "lang": lang, **describe(area, lang, report["layers"])}
+    spot = "circle" in report  # headed by its spot when it was made
+    return {**report, "lang": lang, **describe(area, lang, report["layers"], spot)}
 
 
 NO_ZONE_FOUND = {
@@ -402,53 +429,105 @@ def no_zone_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
     return NO_ZONE_FOUND[lang]
 
 
-def narrative(
-    area: Area, lang: str, score: int, score_label: str, layers: Sequence[Mapping[str, Any]]
+def spot_level(row: Mapping[str, Any]) -> int | None:
+    """Return a layer's level at a point report's spot, by the layer's own rule (None: none).
+
+    A zone class is its level; liquefaction and shaking read the spot's mesh as if it were
+    the whole area (a high tendency alone is level 5, moderate 3, low 2, very low 1).
+    No zone, a colour not in the legend, water or no data: no level at the spot.
+    """
+    at = row.get("at_point")
+    if not at or state_of(row) not in (ZONES, NO_ZONE, READ):
+        return None
+    key = at["key"]
+    if row["key"] == "liquefaction":
+        return {"very_low": 1, "low": 2, "moderate": 3, "high": 5}.get(key)
+    if row["key"] == "seismic":
+        return next((i for i, b in enumerate(SHAKING_BANDS, 1) if b[0] == key), None)
+    return next((c.get("level") for c in row.get("legend", ()) if c["key"] == key), None)
+
+
+def circle_sentence(
+    lang: str, circle: Mapping[str, Any], layers: Sequence[Mapping[str, Any]]
 ) -> str:
-    """Return two or three plain sentences about the score and the extreme layers.
+    """Say what the circle around the spot holds at its worst, beside the spot's headline."""
+    worst, level = names_of(layers, circle["worst"], lang), circle["level"]
+    label, radius, score = circle["score_label"], circle["radius_m"], circle["score"]
+    if lang == "ja":
+        return (
+            f"半径{radius}mの円内で最も厳しいのは{worst}（レベル{level}：{label}）で、"
+            f"円全体の総合スコアは{score}点です。"
+        )
+    return (
+        f"Within the {radius} m circle the worst is {worst} (level {level},"
+        f" {label.lower()}); the circle's overall score is {score}. "
+    )
+
+
+def narrative(
+    area: Area,
+    lang: str,
+    score: int,
+    score_label: str,
+    layers: Sequence[Mapping[str, Any]],
+    around: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None = None,
+) -> str:
+    """Return two to four plain sentences about the score and the extreme layers.
 
     Layers tied at the worst (or the mildest) level are named together, in report order.
+    With around (the circle's headline and its layers), the layers are those read at a
+    point report's spot: the sentences speak of the spot, then of the circle around it.
     """
     head = headline(layers, WEIGHTS)
     top = next(row for row in layers if row["key"] == head.worst[0])
     low = next(row for row in layers if row["key"] == head.least[0])
     worst, least = names_of(layers, head.worst, lang), names_of(layers, head.least, lang)
     several = len(head.worst) > 1
-    advice = top["level"] >= 4
+    circle = circle_sentence(lang, *around) if around else ""
+    advice = max(top["level"], around[0]["level"] if around else 0) >= 4
     if lang == "ja":
         both = "いずれも" if several else ""
-        scored = f"総合ハザードスコアは100点中{score}点（{score_label}）です。"
+        place = f"{area.prefecture_ja}{area.name_ja}"
+        if around:
+            place = f"この地点（{(area.address or {}).get('matched') or place}付近）"
+        spot = "この地点の" if around else ""
+        scored = f"{spot}総合ハザードスコアは100点中{score}点（{score_label}）です。"
         if top["level"] == low["level"]:
             text = (
-                f"{area.prefecture_ja}{area.name_ja}では、レベルのある項目がすべて同じ"
+                f"{place}では、レベルのある項目がすべて同じ"
                 f"レベル{top['level']}（{top['label']}）です。{scored}"
             )
         else:
             text = (
-                f"{area.prefecture_ja}{area.name_ja}で最も注意が必要なのは{worst}"
+                f"{place}で最も注意が必要なのは{worst}"
                 f"（{both}レベル{top['level']}：{top['label']}）です。{scored}"
             )
             both = "いずれも" if len(head.least) > 1 else ""
             text += f"最も低いのは{least}（{both}レベル{low['level']}：{low['label']}）です。"
+        text += circle
         if advice:
             return text + "お住まいの市区町村の公式ハザードマップと避難計画も確認してください。"
         return text + "高いレベルの項目はありません。"
     concern = "the greatest concerns are" if several else "the greatest concern is"
     each = "each " if several else ""
-    place = f"{area.name_romaji}, {area.prefecture_romaji}"
-    scored = f"The overall hazard score is {score} out of 100 ({score_label.lower()}). "
+    place = f"In {area.name_romaji}, {area.prefecture_romaji}"
+    if around:
+        place = f"At the spot near {area.name_romaji}, {area.prefecture_romaji},"
+    spot = "The spot's overall" if around else "The overall"
+    scored = f"{spot} hazard score is {score} out of 100 ({score_label.lower()}). "
     if top["level"] == low["level"]:
         text = (
-            f"In {place} every layer with a level is at the same level, "
+            f"{place} every layer with a level is at the same level, "
             f"{top['level']} ({top['label'].lower()}). {scored}"
         )
     else:
         text = (
-            f"In {place} {concern} {worst} "
+            f"{place} {concern} {worst} "
             f"({each}level {top['level']}, {top['label'].lower()}). {scored}"
         )
         are, each = ("are", "each ") if len(head.least) > 1 else ("is", "")
         text += f"The least {are} {least} ({each}level {low['level']}, {low['label'].lower()}). "
+    text += circle
     if advice:
         return text + "Check the municipality's official hazard map and evacuation plan."
     return text + "No layer reaches a high level."
