@@ -163,11 +163,16 @@ class Cluster:
         """Tell whether a queue worker ended itself on a database error (not a crash).
 
         During a fault longer than a lease, procrastinate's workers prune each other's rows
-        as stalled, and the pruned one stops at its next fetch: a supervisor restarts it.
+        as stalled, and the pruned one stops at its next fetch; or procrastinate's listener
+        loses the database and its run returns, which the worker ends on with code 1
+        (app/jobs/worker.py). Either way a supervisor restarts it.
         """
         log = slot.child.log_path.read_bytes()
-        _, stopped, after = log.rpartition(b"worker stopped by an error")
-        if slot.kind == "worker" and stopped and b"ConnectorException" in after:
+        before, stopped, after = log.rpartition(b"worker stopped by an error")
+        unasked = (
+            b"stopped without being told to" in after and b"connection failed" in before[-4000:]
+        )
+        if slot.kind == "worker" and stopped and (b"ConnectorException" in after or unasked):
             with self.lock:
                 self.gave_up_logs.add(slot.child.log_path.name)
             return True
