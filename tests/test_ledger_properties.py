@@ -339,7 +339,9 @@ SELECT c.id, c.user_id,
   (SELECT count(*) FROM point_ledger s
     WHERE s.checkout_session = c.id AND s.kind = 'purchase_restore'),
   (SELECT coalesce(sum(s.amount), 0) FROM point_ledger s
-    WHERE s.checkout_session = c.id AND s.kind = 'purchase_restore')
+    WHERE s.checkout_session = c.id AND s.kind = 'purchase_restore'),
+  EXISTS (SELECT 1 FROM incidents i WHERE i.payment_ref = c.id
+    AND i.code = 'REFUND_AFTER_SPEND' AND i.resolved_at IS NULL)
 FROM checkout_sessions c WHERE c.user_id = ANY(%(users)s)
 """
 
@@ -532,9 +534,8 @@ class LedgerWithPurchases(Ledger):
 
     @invariant()
     def purchases_credit_once(self):
-        for sid, _, credits, credited, reversals, taken, incident, restores, given in self.q(
-            PURCHASE_FACTS_SQL, users=self.user_ids
-        ):
+        for row in self.q(PURCHASE_FACTS_SQL, users=self.user_ids):
+            sid, _, credits, credited, reversals, taken, incident, restores, given, chasing = row
             assert credits == (1 if sid in self.paid else 0), sid
             assert reversals == (1 if sid in self.refunded else 0), sid
             assert 0 <= taken <= credited, sid
@@ -543,6 +544,8 @@ class LedgerWithPurchases(Ledger):
             # A refund that came undone gives back exactly what its reversal took, once.
             assert restores == (1 if sid in self.restored else 0), sid
             assert given == (taken if restores else 0), sid
+            # ...and support is no longer asked to chase the points spent before it.
+            assert not (restores and chasing), sid
 
 
 def test_any_interleaving_with_purchases_keeps_the_ledger_honest(make_app, database_url):

@@ -120,6 +120,8 @@ def test_a_refund_that_comes_undone_restores_the_points_once(shop, sql, kind, st
         ("purchase_restore", 4, sid),
     ]
     assert balance(sql, user) == 4
+    # The point the reversal could not take (spent) is no longer owed: its incident closes.
+    assert codes(sql) == [("REFUND_AFTER_SPEND", False)]
     # The refund that came undone is delivered again, late: it takes nothing back.
     assert refunded(shop, pi, created=int(time.time()) - 60) == "superseded"
     assert balance(sql, user) == 4
@@ -153,6 +155,14 @@ def test_a_refund_again_after_a_restore_is_left_to_support(shop, sql):
     assert refunded(shop, pi) == "refunded_after_restore"
     assert balance(sql, user) == 5
     assert sql("SELECT code, severity FROM incidents") == [("REFUND_AFTER_RESTORE", "critical")]
+    # That second refund fails too: nothing moves, but support hears of it (once), in
+    # case it took the points back by hand; the first refund's failure again says nothing.
+    again = fakestripe.event("refund.failed", fakestripe.refund(pi, 2000, "failed"))
+    assert deliver(shop.url, again).json()["outcome"] == "failed_after_restore"
+    assert deliver(shop.url, again).json()["outcome"] == "already_restored"
+    assert deliver(shop.url, failed).json()["outcome"] == "already_restored"
+    assert balance(sql, user) == 5 and len(purchases(sql, user)) == 3
+    assert codes(sql) == [("REFUND_AFTER_RESTORE", True), ("REFUND_FAILED", True)]
 
 
 def test_a_failed_partial_refund_opens_an_incident_once(shop, sql):
@@ -495,6 +505,20 @@ def test_a_large_grant_waits_for_a_second_support_user(make_app, sql):
     )
     audit = app.test_cli_runner().invoke(args=["ledger-check"])
     assert audit.exit_code == 1 and "without a second support user's approval" in audit.output
+    # A row written before the rule existed (the ledger cannot be changed to meet it) is
+    # counted apart, not failed; the rule holds for every row after.
+    ((hand, start),) = sql(
+        "SELECT (SELECT max(id) FROM point_ledger), first_row FROM ledger_rule_starts"
+    )
+    try:
+        sql("UPDATE ledger_rule_starts SET first_row = %(r)s + 1", r=hand)
+        audit = app.test_cli_runner().invoke(args=["ledger-check"])
+        assert audit.exit_code == 0, audit.output
+        assert "3 support rows predate the second-operator rule" in audit.output
+        sql("UPDATE ledger_rule_starts SET first_row = %(r)s", r=hand)
+        assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 1
+    finally:  # the database outlives the test
+        sql("UPDATE ledger_rule_starts SET first_row = %(r)s", r=start)
 
 
 def test_support_never_changes_its_own_points(make_app, sql):

@@ -162,17 +162,36 @@ def recent(limit: int = 20):
 
 
 def violations(approval_above: int) -> list[str]:
-    """Describe support rows that skipped the second operator or touched their own account."""
+    """Describe support rows that skipped the second operator or touched their own account.
+
+    Only rows written since the rule holds (migrations/versions/14_ledger_rule_starts.py):
+    the ledger is append-only, so an older row could never be made to meet it.
+    """
     return [
         f"support row {r.id}: {r.amount} points by operator {r.operator_id}"
         + (" to their own account" if r.own else " without a second support user's approval")
         for r in db.session.execute(
             text(
                 "SELECT id, amount, operator_id, operator_id = user_id AS own FROM point_ledger"
-                " WHERE kind = 'support' AND (operator_id = user_id"
-                "   OR (amount > :limit AND approver_id IS NULL))"
+                " WHERE kind = 'support' AND id >= (" + RULE_START + ")"
+                "   AND (operator_id = user_id OR (amount > :limit AND approver_id IS NULL))"
                 " ORDER BY id"
             ),
             {"limit": approval_above},
         )
     ]
+
+
+RULE_START = (
+    "SELECT coalesce(max(first_row), 0) FROM ledger_rule_starts"
+    " WHERE rule = 'support_second_operator'"
+)
+
+
+def before_the_rule() -> int:
+    """Count the support rows written before the second-operator rule (not checked)."""
+    return db.session.execute(
+        text(
+            "SELECT count(*) FROM point_ledger WHERE kind = 'support' AND id < (" + RULE_START + ")"
+        )
+    ).scalar_one()

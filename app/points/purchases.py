@@ -642,6 +642,10 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
     if payment_intent is None or refund_id is None:
         return _refund_failed_incident(None, refund_id, payment_intent, amount, "names no payment")
     _lock_payment(payment_intent)
+    seen = db.session.execute(
+        text("SELECT :re = ANY(failed_refunds) FROM payment_refunds WHERE payment_intent = :pi"),
+        {"pi": payment_intent, "re": refund_id},
+    ).scalar()  # this Refund's failure delivered before (None: no refund of it known)
     db.session.execute(
         text(
             "INSERT INTO payment_refunds (payment_intent, charge_id, amount_refunded,"
@@ -719,9 +723,37 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
             "why": RESTORE_REASON,
         },
     ).scalar_one_or_none()
-    db.session.commit()
     if inserted is None:
-        return "already_restored"
+        if seen:
+            db.session.commit()
+            return "already_restored"
+        # Another Refund of a session already given back (one restore per session): it
+        # moved no points, but support may have taken some by hand for it. The incident
+        # is written in this failure's own transaction: a re-delivery finds both or neither.
+        _refund_failed_incident(
+            purchase.user_id,
+            refund_id,
+            payment_intent,
+            amount,
+            f"Checkout Session {purchase.checkout_session}'s points were given back"
+            " already for an earlier refund that failed; nothing moved: give back any"
+            " points taken by hand for this refund (REFUND_AFTER_RESTORE)",
+        )
+        return "failed_after_restore"
+    # The points a spent pack's reversal could not take are no longer owed: the refund
+    # that asked support to chase them did not go through.
+    settled = list(
+        db.session.execute(
+            text(
+                "UPDATE incidents SET resolved_at = now(), resolution = :why"
+                " WHERE payment_ref = :s AND code = 'REFUND_AFTER_SPEND'"
+                "   AND resolved_at IS NULL RETURNING code"
+            ),
+            {"s": purchase.checkout_session, "why": f"auto: refund {refund_id} {RESTORE_REASON}"},
+        ).scalars()
+    )
+    db.session.commit()
+    metrics.incidents_resolved(settled, None, purchase.user_id, by="system")
     log.info(
         "refund %s of %s did not go through: %s points given back to user %s",
         refund_id,
