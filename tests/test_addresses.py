@@ -108,6 +108,28 @@ def test_a_street_without_its_chome_offers_each_chome() -> None:
     assert {area.code5 for area in info.value.choices} == {"27127"}
 
 
+# Municipalities whose data held names a choice could not come back from (151 of the
+# 189,974 町丁目): Kyoto's variant spellings (蓮ケ谷町 and 蓮ヶ谷町, 燈篭 and 燈籠) and towns
+# named 四丁目 alone, 黒石市's 大字黒石 beside 黒石 (大仙市, 酒田市 alike), 浜松市's towns
+# listed under two units at one point, 喜多方市's 字一丁目, 花巻市's 十二丁目, 若林区's
+# 六丁目, 鷹栖町's （大字なし）.
+ROUND_TRIP = [f"261{ward:02d}" for ward in range(1, 12)] + [
+    "22138", "22139", "22140", "02204", "07208", "01452", "03205", "04103", "05212", "06204"
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("code5", ROUND_TRIP)
+def test_every_chome_offered_as_a_choice_resolves_back_to_itself(code5: str) -> None:
+    from app.assessment.place.resolver import _street_area
+
+    assert addresses.streets(code5), code5
+    for entry in addresses.streets(code5):
+        offered = _street_area(entry.street, "", "")
+        back = resolve_place(query_for(offered))
+        assert (back.lat, back.lon) == (offered.lat, offered.lon), query_for(offered)
+        assert back.address["matched"] == offered.address["matched"]
+
+
 def test_a_point_is_named_by_the_chome_it_lies_in() -> None:
     area = resolve_place("35.68120, 139.76710")
     assert area.address["precision"] == "point"

@@ -174,12 +174,25 @@ def find(codes: list[str], text: str, kyoto: bool = False) -> Found:
             if entry.base and (start := key.find(entry.base)) > 0:
                 if (length := _match(entry, key[start:])) is not None:
                     best.append((start + length, entry.street))
-    if not best:
-        return Found(())
-    top = max(length for length, _ in best)
-    picked = tuple(dict.fromkeys(street for length, street in best if length == top))
-    rest = _rest(typed, top) if len(picked) == 1 else ""
-    return Found(picked[:MAX_CANDIDATES], rest)
+    if best:
+        top = max(length for length, _ in best)
+        picked = tuple(dict.fromkeys(street for length, street in best if length == top))
+        if len(picked) == 1:
+            return Found(picked, _rest(typed, top))
+    # The name exactly as the data writes it settles a tie between names read alike (大字黒石
+    # and 黒石, 蓮ケ谷町 and 蓮ヶ谷町: both in the data) and finds the names the reading
+    # cannot take (四丁目 alone, （大字なし）): every choice offered resolves back to itself.
+    candidates = picked if best else [e.street for code5 in codes for e in streets(code5)]
+    names = {
+        street: unicodedata.normalize("NFKC", street.name).strip("()") for street in candidates
+    }
+    exact = [street for street, name in names.items() if typed.startswith(name)]
+    if exact:
+        longest = max(len(names[street]) for street in exact)
+        exact = [street for street in exact if len(names[street]) == longest]
+        if len(exact) == 1:
+            return Found((exact[0],), typed[longest:].strip(" 　,、-"))
+    return Found(picked[:MAX_CANDIDATES] if best else ())
 
 
 def _match(entry: _Entry, key: str) -> int | None:

@@ -99,8 +99,20 @@ def query_for(area: Area) -> str:
     if area.address and area.address["precision"] == "point":
         return f"{area.lat:.5f},{area.lon:.5f}"
     if area.address:  # a 町丁目 with the 番地 typed, as the choice was offered
-        return area.address["matched"] + (area.address.get("banchi") or "")
+        words = area.address["matched"] + (area.address.get("banchi") or "")
+        try:
+            resolve_place(words)
+        except PlaceAmbiguous:  # a name its municipality has twice: its point tells them apart
+            return f"{words} ({area.lat:.5f},{area.lon:.5f})"
+        except PlaceNotFound:
+            pass  # the words as they are: the form says what is wrong with them
+        return words
     return f"{area.prefecture_ja}{area.name_ja}"
+
+
+# A choice among 町丁目 of one name, as query_for writes it: the name, then its point.
+NEAR = re.compile(r"(.+?)\s*\((-?\d{1,2}\.\d+),\s*(-?\d{1,3}\.\d+)\)")
+NEAR_METRES = 50.0
 
 
 def resolve_place(query: str) -> Area:
@@ -117,6 +129,8 @@ def resolve_place(query: str) -> Area:
         area = _by_point(float(point[1]), float(point[2]), text)
     elif code := POSTAL_CODE.match(text):
         area = _by_postal_code(text, code)
+    elif near := NEAR.fullmatch(text):
+        area = _by_text_near(near[1], float(near[2]), float(near[3]))
     else:
         area = _by_text(text)
     if area.address and area.address["input"] != query.strip():  # as typed, for the record
@@ -185,6 +199,23 @@ def _km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     d_lat = (lat2 - lat1) * 111.32
     d_lon = (lon2 - lon1) * 111.32 * math.cos(math.radians(lat1))
     return math.hypot(d_lat, d_lon)
+
+
+def _by_text_near(text: str, lat: float, lon: float) -> Area:
+    """Return the one of the places text names whose point is within NEAR_METRES of lat, lon."""
+    try:
+        return _by_text(text)
+    except PlaceAmbiguous as exc:
+        near = [a for a in exc.choices if _metres(a.lat, a.lon, lat, lon) <= NEAR_METRES]
+        if len(near) != 1:
+            raise
+        return near[0]
+
+
+def _metres(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Return the distance between two close points (an equirectangular estimate)."""
+    k = math.cos(math.radians((lat1 + lat2) / 2))
+    return 6_371_000 * math.radians(math.hypot(lat1 - lat2, (lon1 - lon2) * k))
 
 
 def _by_text(text: str) -> Area:
@@ -378,9 +409,12 @@ def _by_street(text: str, areas: list[Area], street: str) -> Area:
         addresses.find(codes, street, kyoto=k)
         for (area, codes), k in zip(searched, kyoto, strict=True)
     ]
-    hits = [street_ for f in found for street_ in f.streets]
+    # One name at one point is one place, however often the data lists it (浜松市's old
+    # wards' towns, under each unit that covers them).
+    once = {(s.name, s.lat, s.lon): s for f in reversed(found) for s in reversed(f.streets)}
+    hits = list(reversed(once.values()))
     if len(hits) == 1:
-        (rest,) = [f.rest for f in found if f.streets]
+        rest = next(f.rest for f in found if f.streets)
         return _street_area(hits[0], text, rest)
     if hits:
         choices = [_street_area(hit, text, "") for hit in hits]
