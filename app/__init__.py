@@ -26,7 +26,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     from . import config
     from .database import dbretry, embedded, limits
     from .extensions import babel, csrf, db, limiter, login_manager, migrate
-    from .operations import failpoints, logs
+    from .operations import arenas, failpoints, logs
+
+    arenas.cap()  # before the first job's threads ask for arenas of their own
 
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
     app.config.from_mapping(

@@ -97,6 +97,9 @@ def main() -> dict:
     from app.assessment.sources.providers import make_provider
     from app.assessment.work import run_assessment
     from app.caches.singleflight import SingleFlightCache
+    from app.operations import arenas
+
+    arenas.cap()  # as the worker does (MALLOC_ARENA_MAX=16 in the environment: glibc's own)
 
     upstream = Upstream()
     at = {"JSHIS_BASE_URL": "jshis", "HAZARD_PORTAL_URL": "portal", "BASEMAP_URL": "pale"}
