@@ -89,6 +89,20 @@ class Slot:
             self.child.stop(sig)
 
 
+def ended_on_database_error(log: bytes) -> bool:
+    """Tell from its log whether a queue worker ended itself on a database error.
+
+    During a fault longer than a lease, procrastinate's workers prune each other's rows
+    as stalled, and the pruned one stops at its next fetch (a ConnectorException over
+    the row's ForeignKeyViolation); or procrastinate's listener loses the database and
+    its run returns, which the worker ends on with code 1 (app/jobs/worker.py). Either
+    way a supervisor restarts it.
+    """
+    before, stopped, after = log.rpartition(b"worker stopped by an error")
+    unasked = b"stopped without being told to" in after and b"connection failed" in before[-4000:]
+    return bool(stopped) and (b"ConnectorException" in after or unasked)
+
+
 class Cluster:
     """Two web instances and two queue workers, and a killer that keeps them dying."""
 
@@ -160,19 +174,8 @@ class Cluster:
             time.sleep(0.1)
 
     def gave_up(self, slot: Slot) -> bool:
-        """Tell whether a queue worker ended itself on a database error (not a crash).
-
-        During a fault longer than a lease, procrastinate's workers prune each other's rows
-        as stalled, and the pruned one stops at its next fetch; or procrastinate's listener
-        loses the database and its run returns, which the worker ends on with code 1
-        (app/jobs/worker.py). Either way a supervisor restarts it.
-        """
-        log = slot.child.log_path.read_bytes()
-        before, stopped, after = log.rpartition(b"worker stopped by an error")
-        unasked = (
-            b"stopped without being told to" in after and b"connection failed" in before[-4000:]
-        )
-        if slot.kind == "worker" and stopped and (b"ConnectorException" in after or unasked):
+        """Tell whether a queue worker ended itself on a database error (not a crash)."""
+        if slot.kind == "worker" and ended_on_database_error(slot.child.log_path.read_bytes()):
             with self.lock:
                 self.gave_up_logs.add(slot.child.log_path.name)
             return True
@@ -276,8 +279,10 @@ class Cluster:
             lost = re.findall(r"never retrieved\nfuture: [^\n]*exception=(\w+)", text)
             if n := sum(1 for name in lost if name != "ConnectorException"):
                 wrong.append(f"{path.name}: {n} x task exception never retrieved")
-            # Nor a worker whose row another pruned while a fault stalled its heartbeat.
-            if path.name not in self.gave_up_logs and (n := text.count("ForeignKeyViolation")):
+            # Nor a worker whose row another pruned while a fault stalled its heartbeat, read
+            # from its log: the killer may have taken it while it was ending.
+            pruned = path.name in self.gave_up_logs or ended_on_database_error(text.encode())
+            if not pruned and (n := text.count("ForeignKeyViolation")):
                 wrong.append(f"{path.name}: {n} x ForeignKeyViolation")
         return wrong
 

@@ -5,6 +5,7 @@ import shutil
 import pytest
 
 from bench.chaos import Chaos
+from bench.chaos_cluster import ended_on_database_error
 
 pytestmark = pytest.mark.server
 
@@ -41,3 +42,27 @@ def test_a_short_chaos_run_keeps_the_books_and_its_checker_sees_a_lie():
     finally:
         chaos.close()
     shutil.rmtree(chaos.logs, ignore_errors=True)
+
+
+STOPPED = (
+    b"ERROR [app.jobs.worker] worker stopped by an error\nTraceback (most recent call last):\n"
+)
+
+
+@pytest.mark.parametrize(
+    "log,restart",
+    [
+        # pruned while a fault stalled its heartbeat: the fetch's ForeignKeyViolation
+        (STOPPED + b"psycopg.errors.ForeignKeyViolation\nprocrastinate.exceptions."
+         b"ConnectorException: \n", True),
+        # procrastinate's listener lost the database and its run returned
+        (b"psycopg.OperationalError: connection failed: refused\n" + STOPPED
+         + b"RuntimeError: the queue worker stopped without being told to\n", True),
+        (STOPPED + b"RuntimeError: the queue worker stopped without being told to\n", False),
+        (STOPPED + b"ZeroDivisionError: division by zero\n", False),
+        (b"psycopg.errors.ForeignKeyViolation\nConnectorException\n", False),  # never stopped
+    ],
+    ids=["pruned", "listener-lost", "unasked-no-fault", "crash", "running"],
+)  # fmt: skip
+def test_the_checker_tells_a_worker_ended_by_a_fault_from_a_crash(log, restart):
+    assert ended_on_database_error(log) is restart
