@@ -169,6 +169,17 @@ def find(codes: list[str], text: str, kyoto: bool = False) -> Found:
         for entry in _by_first(code5).get(key[:1], ())
         if (length := _match(entry, key)) is not None
     ]
+    if not best:  # a 町 left off (元城 for 元城町), where no other name takes the text
+        best = [
+            (len(entry.base) - 1, entry.street)
+            for code5 in codes
+            for entry in _by_first(code5).get(key[:1], ())
+            if entry.chome is None
+            and entry.base.endswith("町")
+            and len(entry.base) > 2
+            and key.startswith(entry.base[:-1])
+            and not ((after := key[len(entry.base) - 1 :]) and _continues(entry.base[:-1], after))
+        ]
     if not best and kyoto:
         for entry in (entry for code5 in codes for entry in streets(code5)):
             if entry.base and (start := key.find(entry.base)) > 0:
