@@ -59,8 +59,9 @@ def tile_pool() -> ThreadPoolExecutor:
 
 
 def _forget_tile_pool() -> None:
-    global _tile_pool
+    global _tile_pool, _tiles_lock
     _tile_pool = None  # its threads are not in the child: the child starts its own
+    _tiles_lock = threading.Lock()  # held by a thread the child does not have, perhaps
 
 
 os.register_at_fork(after_in_child=_forget_tile_pool)
