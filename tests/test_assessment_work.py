@@ -473,20 +473,3 @@ def test_jobs_share_one_bounded_pool_of_tile_threads(sapporo) -> None:
         thread.join(TIMEOUT * 4)
     assert len(results) == 3  # the queued tiles were all read once the pool was free
     assert results[0]["layers"] == results[1]["layers"] == results[2]["layers"]
-
-
-def test_a_forked_child_starts_its_own_tile_pool() -> None:
-    # The parent's pool threads are not in the child: a pool carried over would queue
-    # tiles no thread ever runs.
-    import os
-
-    from app.assessment import work
-
-    parent = work.tile_pool()
-    assert parent.submit(lambda: 1).result(TIMEOUT) == 1
-    pid = os.fork()
-    if pid == 0:  # the child: exit 0 only if its pool is new and runs
-        ok = work._tile_pool is None and work.tile_pool().submit(lambda: 2).result(5) == 2
-        os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0

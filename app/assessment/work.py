@@ -59,9 +59,8 @@ def tile_pool() -> ThreadPoolExecutor:
 
 
 def _forget_tile_pool() -> None:
-    global _tile_pool, _tiles_lock
+    global _tile_pool
     _tile_pool = None  # its threads are not in the child: the child starts its own
-    _tiles_lock = threading.Lock()  # held by a thread the child does not have, perhaps
 
 
 os.register_at_fork(after_in_child=_forget_tile_pool)
