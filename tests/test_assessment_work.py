@@ -17,7 +17,7 @@ from markupsafe import escape
 from app.assessment import ProviderError, make_provider, resolve_place, run_assessment
 from app.assessment.report.analysis import LAYERS, level_of
 from app.assessment.sources.providers import DATASETS, DemoProvider
-from app.assessment.work import TILE_BATCH, TILE_WORKERS, keys_for
+from app.assessment.work import TILE_FETCHERS, keys_for
 from app.caches.singleflight import SingleFlightCache
 from app.web import reasons
 from tests.conftest import Upstream
@@ -217,9 +217,9 @@ def test_a_raising_progress_stops_the_run_at_once(sapporo) -> None:
     time.sleep(0.05)
     zones = [ds for ds in DATASETS if ds.endswith("_zones")]
     asked = [key for key in provider.calls if key[0] in zones]
-    # No more tiles than the shared pool fetches at once, each of its dataset's first batch.
-    assert len(asked) <= TILE_WORKERS
-    assert all(key in keys_for(sapporo, dataset)[:TILE_BATCH] for dataset, key in asked)
+    # Each zone dataset its first few tiles at most (those fetched at once), no more.
+    assert len(asked) <= len(zones) * TILE_FETCHERS
+    assert all(key in keys_for(sapporo, dataset)[:TILE_FETCHERS] for dataset, key in asked)
 
 
 def test_a_progress_that_raises_first_fetches_nothing(sapporo) -> None:
@@ -437,39 +437,3 @@ def test_the_report_is_as_wide_as_the_cards_above_it() -> None:
     assert "max-width" not in box
     assert "padding: 1.25rem;" in box and "border: 1px solid" in box
     assert "margin: 0 0 var(--gap, 1rem);" in box
-
-
-def test_jobs_share_one_bounded_pool_of_tile_threads(sapporo) -> None:
-    # Three reports at once, every tile held: the tiles in flight are the shared pool's,
-    # never a few per job and dataset (each thread costs the worker memory).
-    release = threading.Event()
-    in_flight: list[str] = []
-
-    def hold_tiles(dataset: str, key: str) -> None:
-        if dataset.endswith("_zones"):
-            in_flight.append(threading.current_thread().name)
-            assert release.wait(TIMEOUT)
-
-    provider = CountingProvider(hold_tiles)
-    results: list[dict] = []
-
-    def job() -> None:
-        results.append(
-            run_assessment(
-                sapporo, "en", provider=provider, cache=SingleFlightCache(), progress=no_progress
-            )
-        )
-
-    jobs = [threading.Thread(target=job, daemon=True) for _ in range(3)]
-    for thread in jobs:
-        thread.start()
-    wait_until(lambda: len(in_flight) == TILE_WORKERS)
-    time.sleep(0.05)  # a fetcher per job and dataset would have started more by now
-    tile_threads = [t for t in threading.enumerate() if t.name.startswith("assessment-tile")]
-    assert len(in_flight) == TILE_WORKERS
-    assert len(tile_threads) == TILE_WORKERS
-    release.set()
-    for thread in jobs:
-        thread.join(TIMEOUT * 4)
-    assert len(results) == 3  # the queued tiles were all read once the pool was free
-    assert results[0]["layers"] == results[1]["layers"] == results[2]["layers"]

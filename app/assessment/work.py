@@ -7,7 +7,6 @@ its tiles. Progress is the share of planned tiles and
 meshes fetched, written through the job's usual progress (at most every PROGRESS_SECONDS).
 """
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -37,33 +36,8 @@ STOP_CHECK_SECONDS = 0.1
 LAYERS_STEP = "layers:"
 ANALYSING_STEP = "Analysing"
 PROGRESS_SECONDS = 1.0
-# Tiles are fetched and decoded by one pool the process's jobs share, as many at once as
-# the client lets reach one host (LAYER_HTTP_PER_HOST, 4) twice over: a thread per job and
-# dataset would only wait for those slots, and every thread costs the worker memory; the
-# demo's painting and every decode are bounded by it too, so reports share the CPU with
-# the poll instead of each taking a thread's turn. A dataset asks for a batch at a time.
-TILE_WORKERS = 8
-TILE_BATCH = 8
-_tiles_lock = threading.Lock()
-_tile_pool: ThreadPoolExecutor | None = None
+TILE_FETCHERS = 4  # tiles of one dataset fetched at once
 COMPOSING = threading.Lock()  # base maps composed one at a time per process (~20 MiB each)
-
-
-def tile_pool() -> ThreadPoolExecutor:
-    """Return the process's pool for tiles, started with the first job that reads one."""
-    global _tile_pool
-    with _tiles_lock:
-        if _tile_pool is None:
-            _tile_pool = ThreadPoolExecutor(TILE_WORKERS, thread_name_prefix="assessment-tile")
-        return _tile_pool
-
-
-def _forget_tile_pool() -> None:
-    global _tile_pool
-    _tile_pool = None  # its threads are not in the child: the child starts its own
-
-
-os.register_at_fork(after_in_child=_forget_tile_pool)
 
 
 def compose(pngs: Any = None, box: Any = None, zoom: int = 0, **said: Any) -> dict[str, Any]:
@@ -209,15 +183,15 @@ def run_assessment(
             found = locate.nearest(tile, classes, masks.get(tile), *here) if here else {}
             return tile, classes, missing, unknown, small, found
 
-        # A batch at a time in the shared pool, so at most a batch of tiles' readings waits
-        # to be added; a job that stops takes its tiles not yet begun out of the queue.
-        pool, asked = tile_pool(), []
+        # A few tiles at once (the client's per-host limit still holds), a batch at a time,
+        # so at most a batch of tiles' readings waits to be added.
+        fetchers = ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-tile")
         try:
             batch = list(by_tile)
-            for start in range(0, len(batch), TILE_BATCH):
-                asked = [pool.submit(one, key) for key in batch[start : start + TILE_BATCH]]
-                for future in asked:
-                    tile, classes, missing, unknown, small, found = future.result()
+            for start in range(0, len(batch), 2 * TILE_FETCHERS):
+                for tile, classes, missing, unknown, small, found in fetchers.map(
+                    one, batch[start : start + 2 * TILE_FETCHERS]
+                ):
                     reading.add(tile, classes, masks.get(tile))
                     reading.missing += missing
                     for colour, n in unknown.items():
@@ -227,8 +201,7 @@ def run_assessment(
                     for _ in by_tile[tiles.tile_key(tile)]:
                         tick()
         finally:
-            for future in asked:
-                future.cancel()
+            fetchers.shutdown(wait=False, cancel_futures=True)
         if reading.unreadable():
             # Colours of no legend class: the publisher changed its legend, or these are not
             # its tiles. Never "no zone": the layer cannot be read, the job fails and refunds.
