@@ -93,8 +93,10 @@ def test_killing_any_process_mid_job_settles_every_job(
             ]
         else:
             assert_truthful(sql, job_id, billing, html)
-    # Every job settled within the lease and a poll of the kill (plus start-up slack).
-    assert time.monotonic() - killed_at < LEASE + POLL + float(WORK) + 3
+    # Every job settled within the lease and a poll of the kill, plus slack for start-up
+    # and for six demo reports of 札幌市 computing three to a worker: 6 s (3 s held until
+    # this machine measured 8.7-9.2 s at the code that passed with it, 5ed891c).
+    assert time.monotonic() - killed_at < LEASE + POLL + float(WORK) + 6
     assert sql(
         "SELECT count(*) FROM assessment_jobs WHERE finalized_at IS NULL AND status = 'failed'"
     ) == [(0,)]
