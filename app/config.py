@@ -55,6 +55,8 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     # Processes that decode and count zone tiles beside the worker; unset or 0: in the
     # job's thread (the pool's processes cost ~100 MiB: grid/pixels.py).
     "ZONE_PROCESSES": (int, None),
+    # Tiles whose pixels a process works at once in its jobs' threads, in turn (pixels.py).
+    "ZONE_DECODERS": (int, None),
     "PROVIDER_PROBE_SECONDS": (float, 3),
     "PROVIDER_RECHECK_SECONDS": (float, 300),
     "SHARED_LAYER_CACHE": (str, "auto"),

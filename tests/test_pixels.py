@@ -5,9 +5,11 @@ transparency to be written (a tRNS alpha per index, one transparent index, none)
 demo's painted tiles.
 """
 
+import contextlib
 import io
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -15,7 +17,7 @@ import pytest
 from PIL import Image
 
 from app.assessment import resolve_place
-from app.assessment.grid import pixels, tiles, zones
+from app.assessment.grid import locate, pixels, tiles, zones
 from app.assessment.sources import portal
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
@@ -96,3 +98,127 @@ def test_a_report_is_the_same_in_the_pool_and_in_the_thread(pool):
         return {k: v for k, v in answer.items() if k not in ("generated_at", "cache", "provider")}
 
     assert report(1) == report(0)
+
+
+def wait_until(predicate, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_turns_let_n_in_at_once_in_the_order_they_asked():
+    turns = pixels.Turns(1)
+    entered: list[int] = []
+    holding = threading.Event()
+    release = threading.Event()
+
+    def first() -> None:
+        with turns():
+            holding.set()
+            release.wait(5)
+
+    def later(i: int) -> None:
+        with turns():
+            entered.append(i)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    holding.wait(5)
+    for i in range(8):  # each in line before the next asks
+        threads.append(threading.Thread(target=later, args=(i,)))
+        threads[-1].start()
+        wait_until(lambda: len(turns._queue) == i + 1)
+    assert entered == []  # nobody passes the one inside
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert entered == list(range(8))
+    assert turns._inside == 0 and not turns._queue
+
+
+def test_turns_never_let_more_than_n_in_and_give_a_place_back_on_an_error():
+    turns, inside, most = pixels.Turns(2), [0], [0]
+    lock = threading.Lock()
+
+    def work(i: int) -> None:
+        with contextlib.suppress(ZeroDivisionError), turns():
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.002)
+            with turns():  # the same thread goes in again without a place of its own
+                pass
+            with lock:
+                inside[0] -= 1
+            if i % 3 == 0:
+                raise ZeroDivisionError
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert most[0] == 2
+    assert turns._inside == 0 and not turns._queue
+
+
+def test_a_grown_turns_lets_those_in_line_in():
+    turns, inside = pixels.Turns(1), threading.Semaphore(0)
+    release = threading.Event()
+
+    def hold() -> None:
+        with turns():
+            inside.release()
+            release.wait(5)
+
+    threads = [threading.Thread(target=hold) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    assert inside.acquire(timeout=5) and not inside.acquire(timeout=0.1)
+    turns.resize(3)
+    assert inside.acquire(timeout=5) and inside.acquire(timeout=5)
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert turns._inside == 0
+
+
+@pytest.mark.parametrize("decoders", [1, 2])
+def test_a_reports_pixel_work_is_done_by_at_most_the_decoders_at_once(monkeypatch, decoders):
+    """However many tiles a job fetches at once, at most ZONE_DECODERS are worked at once."""
+    active, most, calls = [0], [0], [0]
+    lock = threading.Lock()
+
+    def counted(fn):
+        def inner(*args):
+            with lock:
+                active[0] += 1
+                calls[0] += 1
+                most[0] = max(most[0], active[0])
+            try:
+                time.sleep(0.001)  # long enough for the job's other threads to come in too
+                return fn(*args)
+            finally:
+                with lock:
+                    active[0] -= 1
+
+        return inner
+
+    monkeypatch.setattr(pixels, "classes_of", counted(pixels.classes_of))
+    monkeypatch.setattr(tiles.Reading, "add", counted(tiles.Reading.add))
+    monkeypatch.setattr(locate, "shrink", counted(locate.shrink))
+    provider = make_provider(
+        {"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0, "ZONE_DECODERS": decoders}
+    )
+    try:
+        run_assessment(
+            resolve_place("東京都中央区"),
+            "en",
+            provider=provider,
+            cache=SingleFlightCache(maxsize=4096),
+            progress=lambda step, percent: None,
+        )
+    finally:
+        pixels.configure(None)
+    assert calls[0] > 3 * 5 * 4  # every dataset's tiles went through, three parts each
+    assert most[0] == decoders

@@ -163,24 +163,29 @@ def run_assessment(
                 answer = fetch(dataset, key) or {"png": None}
                 png = portal.decode_answer(answer)
                 try:
-                    # in the pixel pool when there is one: the worker's GIL stays free
+                    # in the pixel pool when there is one (the worker's GIL stays free),
+                    # else in this thread in its turn (pixels.Turns)
                     found = pixels.call(pixels.classes_of, png, legend)
-                    if png is not None and (found == -1).any():
-                        inside = masks.get(tile)
-                        for colour, n in tiles.unknown_colours(png, found, inside).items():
-                            unknown[colour] = unknown.get(colour, 0) + n
+                    with pixels.turn():
+                        if png is not None and (found == -1).any():
+                            inside = masks.get(tile)
+                            for colour, n in tiles.unknown_colours(png, found, inside).items():
+                                unknown[colour] = unknown.get(colour, 0) + n
+                        if classes is not None:
+                            found = tiles.merge(classes, found, legend)
                 except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
                     raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
-                classes = found if classes is None else tiles.merge(classes, found, legend)
+                classes = found
                 missing = missing and png is None  # a 404 in one prefecture: no zone there
             return classes, missing, unknown
 
         def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int], Any, locate.Nearest]:
             classes, missing, unknown = decoded(tile_key, by_tile[tile_key])
             tile = tiles.parse_tile_key(tile_key)
-            # The pixel work runs where the decode does; the job's thread only merges.
-            small = locate.shrink(classes, raster.factor, raster.ranks)
-            found = locate.nearest(tile, classes, masks.get(tile), *here) if here else {}
+            with pixels.turn():  # the rest of the tile's pixel work, in the same turns
+                inside = masks.get(tile)
+                small = locate.shrink(classes, raster.factor, raster.ranks)
+                found = locate.nearest(tile, classes, inside, *here) if here else {}
             return tile, classes, missing, unknown, small, found
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
@@ -192,7 +197,8 @@ def run_assessment(
                 for tile, classes, missing, unknown, small, found in fetchers.map(
                     one, batch[start : start + 2 * TILE_FETCHERS]
                 ):
-                    reading.add(tile, classes, masks.get(tile))
+                    with pixels.turn():
+                        reading.add(tile, classes, masks.get(tile))
                     reading.missing += missing
                     for colour, n in unknown.items():
                         reading.unknown[colour] = reading.unknown.get(colour, 0) + n

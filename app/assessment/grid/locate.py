@@ -16,7 +16,7 @@ import math
 import mercantile
 import numpy as np
 
-from .tiles import TILE_SIZE, pixel_centres
+from .tiles import TILE_SIZE, centres_of
 
 EARTH_M_PER_DEGREE = 111_320.0
 COMPASS = ("N", "NE", "E", "SE", "S", "SW", "W", "NW")
@@ -67,8 +67,8 @@ def nearest(
     painted = inside & (classes > 0)
     if not painted.any():
         return {}
-    lons, lats = pixel_centres(tile)
-    east, north = offsets_m(lat, lon, lats[painted], lons[painted])
+    lons, lats = centres_of(tile, painted)
+    east, north = offsets_m(lat, lon, lats, lons)
     distance = np.hypot(east, north)
     found = classes[painted]
     out: Nearest = {}

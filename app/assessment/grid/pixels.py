@@ -26,7 +26,9 @@ import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -45,13 +47,84 @@ T = TypeVar("T")
 _settings: dict[str, int] = {"processes": 0}
 _lock = threading.Lock()
 _pool: dict[str, Any] = {"executor": None, "pid": 0, "closed": 0}
+# Tiles worked at once in this process's threads, whatever the number of jobs (see Turns).
+DECODERS = 1
 
 
-def configure(processes: int | None) -> None:
-    """Set how many processes work pixels (ZONE_PROCESSES; None or 0: the job's thread)."""
+class Turns:
+    """At most n threads at once in the pixel work, let in by the order they asked.
+
+    The worker's GIL is one: every thread that works pixels is one more the status poll's
+    thread waits behind each time it takes the GIL back after a read or a write (eight
+    large cities read at once held the poll for seconds, issue 37). So a process works
+    few tiles at once, in turn: first come, first served, so one job's many tiles cannot
+    keep another's waiting. A thread that leaves hands its place to the first in line
+    (a lock per waiter: one thread woken, where a condition's notify_all would wake every
+    waiting tile of every job for each tile done, and a semaphore lets the thread that
+    just left take its place again). A thread already in may go in again (a job's
+    painting inside its decoding).
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._lock = threading.Lock()
+        self._queue: deque[threading.Lock] = deque()
+        self._inside = 0
+        self._mine = threading.local()
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        """Wait for this thread's turn, hold it for the block, then hand it on."""
+        depth = getattr(self._mine, "depth", 0)
+        if depth == 0:
+            with self._lock:
+                waiter = None
+                if self._inside < self.n and not self._queue:
+                    self._inside += 1
+                else:
+                    waiter = threading.Lock()
+                    waiter.acquire()
+                    self._queue.append(waiter)
+            if waiter is not None:
+                waiter.acquire()  # released by a thread leaving: its place is now this one's
+        self._mine.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._mine.depth = depth
+            if depth == 0:
+                with self._lock:
+                    if self._queue and self._inside <= self.n:
+                        self._queue.popleft().release()
+                    else:
+                        self._inside -= 1
+
+    def resize(self, n: int) -> None:
+        """Let n threads in at once from now on (those in line go in if there is room)."""
+        with self._lock:
+            self.n = n
+            while self._queue and self._inside < n:
+                self._queue.popleft().release()
+                self._inside += 1
+
+
+turn = Turns(DECODERS)
+
+
+def configure(processes: int | None, decoders: int | None = None) -> None:
+    """Set how many processes work pixels (ZONE_PROCESSES; None or 0: the job's thread).
+
+    decoders (ZONE_DECODERS; None: DECODERS): tiles worked at once in this process's
+    threads.
+    """
     processes = processes or 0
     if processes < 0:
         raise ValueError("ZONE_PROCESSES must not be negative")
+    decoders = DECODERS if decoders is None else decoders
+    if decoders < 1:
+        raise ValueError("ZONE_DECODERS must be at least 1")
+    if decoders != turn.n:
+        turn.resize(decoders)
     if processes != _settings["processes"]:
         shutdown()
         _settings["processes"] = processes
@@ -111,9 +184,13 @@ def shutdown() -> None:
 
 
 def call(fn: Callable[..., T], *args: Any) -> T:
-    """Return fn(*args), worked in the pool (a pure function: the same answer either way)."""
+    """Return fn(*args), worked in the pool (a pure function: the same answer either way).
+
+    Without a pool, it is worked in this thread in its turn (Turns).
+    """
     if _settings["processes"] == 0 or (executor := _executor()) is None:
-        return fn(*args)
+        with turn():
+            return fn(*args)
     try:
         return executor.submit(fn, *args).result()
     except BrokenProcessPool:
@@ -121,8 +198,9 @@ def call(fn: Callable[..., T], *args: Any) -> T:
             if _pool["executor"] is executor:
                 _pool["executor"] = None  # the next tile starts a new pool
         log.warning("the pixel pool broke; this tile is worked in the job's thread")
-        return fn(*args)
     except (RuntimeError, CancelledError):  # shut down meanwhile (stopping): do it here
+        pass
+    with turn():
         return fn(*args)
 
 

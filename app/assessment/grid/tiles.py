@@ -237,13 +237,25 @@ def merge(first: np.ndarray, second: np.ndarray, legend: tuple[ZoneClass, ...]) 
     return out.astype(np.int8)
 
 
-def pixel_centres(tile: mercantile.Tile) -> tuple[np.ndarray, np.ndarray]:
-    """Return the longitudes and latitudes of a tile's pixel centres (each 256 x 256)."""
+def pixel_axes(tile: mercantile.Tile) -> tuple[np.ndarray, np.ndarray]:
+    """Return the longitude of each column's pixel centres and the latitude of each row's."""
     n = 2**tile.z
     steps = (np.arange(TILE_SIZE) + 0.5) / TILE_SIZE
     lon = (tile.x + steps) / n * 360.0 - 180.0
     lat = np.degrees(np.arctan(np.sinh(np.pi * (1 - 2 * (tile.y + steps) / n))))
-    return np.meshgrid(lon, lat)
+    return lon, lat
+
+
+def pixel_centres(tile: mercantile.Tile) -> tuple[np.ndarray, np.ndarray]:
+    """Return the longitudes and latitudes of a tile's pixel centres (each 256 x 256)."""
+    return np.meshgrid(*pixel_axes(tile))
+
+
+def centres_of(tile: mercantile.Tile, pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the longitudes and latitudes of some pixels' centres (a mask over the tile)."""
+    rows, cols = np.nonzero(pixels)  # in the order a mask picks them: row by row
+    lon, lat = pixel_axes(tile)
+    return lon[cols], lat[rows]
 
 
 def inside_mask(tile: mercantile.Tile, outline: BaseGeometry) -> np.ndarray:
@@ -342,22 +354,24 @@ class Reading:
     def add(self, tile: mercantile.Tile, classes: np.ndarray, inside: np.ndarray) -> None:
         """Count a decoded tile's pixels inside the outline, and note them on the map."""
         self.tiles += 1
-        picked = classes[inside]
-        self.counts[NO_ZONE] += int((picked == 0).sum())
-        self.counts[UNRECOGNISED] += int((picked == -1).sum())
-        for i, zone in enumerate(self.legend, start=1):
-            self.counts[zone.key] += int((picked == i).sum())
+        # counted[c + 1]: the pixels inside of class c (-1 unrecognised, 0 no zone, 1..n)
+        counted = np.bincount(classes[inside] + 1, minlength=len(self.legend) + 2).tolist()
+        self.counts[UNRECOGNISED] += counted[0]
+        self.counts[NO_ZONE] += counted[1]
+        for i, zone in enumerate(self.legend, start=2):
+            self.counts[zone.key] += counted[i]
         painted = inside & (classes > 0)
         if not painted.any():
             return
-        lon, lat = pixel_centres(tile)
-        x, y = map_xy(self.bounds, lon[painted], lat[painted])
+        x, y = map_xy(self.bounds, *centres_of(tile, painted))
         cols = np.clip((x * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
         rows = np.clip((y * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
         ranks = np.array([0] + [zone.rank for zone in self.legend])[classes[painted]]
-        for cell, rank in zip((rows * MAP_CELLS + cols).tolist(), ranks.tolist(), strict=True):
-            if rank > self.cells.get(cell, 0):
-                self.cells[cell] = rank
+        worst = np.zeros(MAP_CELLS**2, dtype=ranks.dtype)
+        np.maximum.at(worst, rows * MAP_CELLS + cols, ranks)
+        for cell in np.flatnonzero(worst).tolist():
+            if worst[cell] > self.cells.get(cell, 0):
+                self.cells[cell] = int(worst[cell])
 
     def total(self) -> int:
         """Return the number of pixels read inside the outline."""

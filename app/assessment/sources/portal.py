@@ -33,7 +33,7 @@ from ..grid.tiles import (
     UNKNOWN_LIMIT,
     classify,
     parse_tile_key,
-    pixel_centres,
+    pixel_axes,
     read_rgba,
     zones_of,
 )
@@ -305,14 +305,14 @@ def paint(dataset: str, key: str) -> bytes | None:
 
     tile = parse_tile_key(split_key(key)[1])
     legend = zones_of(LEGENDS[ZONE_DATASETS[dataset]])
-    lon, lat = pixel_centres(tile)
     # The field at every 4th pixel, spread over 4 x 4 blocks: a demo needs no finer.
-    coarse = demo_field(dataset, lon[::4, ::4], lat[::4, ::4])
+    lon, lat = np.meshgrid(*(axis[::4] for axis in pixel_axes(tile)))
+    coarse = demo_field(dataset, lon, lat)
     if dataset == "tsunami_zones":
         coast = near_the_sea(tile)
         if coast.is_empty:
             return None
-        coarse = np.where(shapely.contains_xy(coast, lon[::4, ::4], lat[::4, ::4]), coarse, 0.0)
+        coarse = np.where(shapely.contains_xy(coast, lon, lat), coarse, 0.0)
     field = np.repeat(np.repeat(coarse, 4, axis=0), 4, axis=1)
     threshold = 1.0 - DEMO_COVER[dataset]
     painted = field >= threshold

@@ -360,8 +360,11 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
     from ..grid import zones
 
     zones.configure(int(config.get("ZONE_TILE_BUDGET") or zones.DEFAULT_TILE_BUDGET))
-    processes = config.get("ZONE_PROCESSES")
-    pixels.configure(None if processes in (None, "") else int(processes))
+    processes, decoders = config.get("ZONE_PROCESSES"), config.get("ZONE_DECODERS")
+    pixels.configure(
+        None if processes in (None, "") else int(processes),
+        None if decoders in (None, "") else int(decoders),
+    )
     kind = str(config.get("LAYER_PROVIDER") or "demo").strip().lower()
     if kind == "real":
         kind = REAL
