@@ -128,7 +128,7 @@ def test_turns_let_n_in_at_once_in_the_order_they_asked():
     for i in range(8):  # each in line before the next asks
         threads.append(threading.Thread(target=later, args=(i,)))
         threads[-1].start()
-        wait_until(lambda: len(turns._queue) == i + 1)
+        wait_until(lambda i=i: len(turns._queue) == i + 1)
     assert entered == []  # nobody passes the one inside
     release.set()
     for thread in threads:
@@ -153,6 +153,7 @@ def test_turns_never_let_more_than_n_in_and_give_a_place_back_on_an_error():
                 inside[0] -= 1
             if i % 3 == 0:
                 raise ZeroDivisionError
+
     threads = [threading.Thread(target=work, args=(i,)) for i in range(24)]
     for thread in threads:
         thread.start()
@@ -205,7 +206,7 @@ def test_a_reports_pixel_work_is_done_by_at_most_the_decoders_at_once(monkeypatc
         return inner
 
     monkeypatch.setattr(pixels, "classes_of", counted(pixels.classes_of))
-    monkeypatch.setattr(tiles.Reading, "add", counted(tiles.Reading.add))
+    monkeypatch.setattr(tiles.Reading, "tally", counted(tiles.Reading.tally))
     monkeypatch.setattr(locate, "shrink", counted(locate.shrink))
     provider = make_provider(
         {"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0, "ZONE_DECODERS": decoders}

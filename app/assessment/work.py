@@ -156,37 +156,38 @@ def run_assessment(
             by_tile.setdefault(portal.split_key(key)[1], []).append(key)
         prefectures = sorted({portal.split_key(key)[0] for key in keys})
 
-        def decoded(tile_key: str, tile_keys: list[str]) -> tuple[Any, bool, dict[str, int]]:
-            tile = tiles.parse_tile_key(tile_key)
+        def fetched(tile_keys: list[str]) -> list[tuple[str, bytes | None]]:
+            answers = [(key, fetch(dataset, key) or {"png": None}) for key in tile_keys]
+            return [(key, portal.decode_answer(answer)) for key, answer in answers]
+
+        def decoded(tile: Any, pngs: list[tuple[str, bytes | None]]) -> tuple[Any, bool, dict]:
+            """Return a tile's classes from its PNGs (one per prefecture read), in a turn."""
             classes, missing, unknown = None, True, {}
-            for key in tile_keys:
-                answer = fetch(dataset, key) or {"png": None}
-                png = portal.decode_answer(answer)
+            for key, png in pngs:
                 try:
-                    # in the pixel pool when there is one (the worker's GIL stays free),
-                    # else in this thread in its turn (pixels.Turns)
+                    # in the pixel pool when there is one (the worker's GIL stays free)
                     found = pixels.call(pixels.classes_of, png, legend)
-                    with pixels.turn():
-                        if png is not None and (found == -1).any():
-                            inside = masks.get(tile)
-                            for colour, n in tiles.unknown_colours(png, found, inside).items():
-                                unknown[colour] = unknown.get(colour, 0) + n
-                        if classes is not None:
-                            found = tiles.merge(classes, found, legend)
                 except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
                     raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
-                classes = found
+                if png is not None and (found == -1).any():
+                    inside = masks.get(tile)
+                    for colour, n in tiles.unknown_colours(png, found, inside).items():
+                        unknown[colour] = unknown.get(colour, 0) + n
+                classes = found if classes is None else tiles.merge(classes, found, legend)
                 missing = missing and png is None  # a 404 in one prefecture: no zone there
             return classes, missing, unknown
 
         def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int], Any, locate.Nearest]:
-            classes, missing, unknown = decoded(tile_key, by_tile[tile_key])
-            tile = tiles.parse_tile_key(tile_key)
-            with pixels.turn():  # the rest of the tile's pixel work, in the same turns
+            tile, pngs = tiles.parse_tile_key(tile_key), fetched(by_tile[tile_key])
+            # A tile's pixel work in one turn (pixels.Turns): only its counts, a shrunk
+            # copy and what lies nearest the spot leave it.
+            with pixels.turn():
+                classes, missing, unknown = decoded(tile, pngs)
                 inside = masks.get(tile)
+                counted = reading.tally(tile, classes, inside)
                 small = locate.shrink(classes, raster.factor, raster.ranks)
                 found = locate.nearest(tile, classes, inside, *here) if here else {}
-            return tile, classes, missing, unknown, small, found
+            return tile, counted, missing, unknown, small, found
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
         # so at most a batch of tiles' readings waits to be added.
@@ -194,11 +195,10 @@ def run_assessment(
         try:
             batch = list(by_tile)
             for start in range(0, len(batch), 2 * TILE_FETCHERS):
-                for tile, classes, missing, unknown, small, found in fetchers.map(
+                for tile, counted, missing, unknown, small, found in fetchers.map(
                     one, batch[start : start + 2 * TILE_FETCHERS]
                 ):
-                    with pixels.turn():
-                        reading.add(tile, classes, masks.get(tile))
+                    reading.take(counted)
                     reading.missing += missing
                     for colour, n in unknown.items():
                         reading.unknown[colour] = reading.unknown.get(colour, 0) + n
@@ -218,7 +218,9 @@ def run_assessment(
             tile, col, row = locate.pixel_of(*here, spot.SPOT_ZOOM)
             tile_key = tiles.tile_key(tile)
             spot_keys = [f"{pref}/{tile_key}" if pref else tile_key for pref in prefectures]
-            classes, _, _ = decoded(tile_key, spot_keys)
+            pngs = fetched(spot_keys)
+            with pixels.turn():
+                classes, _, _ = decoded(tile, pngs)
             spots[dataset] = (legend, locate.class_at(classes, col, row), near)
         return [maps.as_answer(reading, zone_plan)]
 

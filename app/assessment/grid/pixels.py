@@ -28,9 +28,9 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np

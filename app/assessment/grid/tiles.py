@@ -353,25 +353,37 @@ class Reading:
 
     def add(self, tile: mercantile.Tile, classes: np.ndarray, inside: np.ndarray) -> None:
         """Count a decoded tile's pixels inside the outline, and note them on the map."""
-        self.tiles += 1
-        # counted[c + 1]: the pixels inside of class c (-1 unrecognised, 0 no zone, 1..n)
+        self.take(self.tally(tile, classes, inside))
+
+    def tally(self, tile: mercantile.Tile, classes: np.ndarray, inside: np.ndarray) -> Any:
+        """Return what add() counts of a tile, without adding it: (counts, map cells).
+
+        The pixel work, apart from the reading itself: counts[c + 1] is the pixels inside
+        of class c (-1 unrecognised, 0 no zone, 1..n), cells the worst rank per map cell.
+        """
         counted = np.bincount(classes[inside] + 1, minlength=len(self.legend) + 2).tolist()
-        self.counts[UNRECOGNISED] += counted[0]
-        self.counts[NO_ZONE] += counted[1]
-        for i, zone in enumerate(self.legend, start=2):
-            self.counts[zone.key] += counted[i]
         painted = inside & (classes > 0)
         if not painted.any():
-            return
+            return counted, {}
         x, y = map_xy(self.bounds, *centres_of(tile, painted))
         cols = np.clip((x * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
         rows = np.clip((y * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
         ranks = np.array([0] + [zone.rank for zone in self.legend])[classes[painted]]
         worst = np.zeros(MAP_CELLS**2, dtype=ranks.dtype)
         np.maximum.at(worst, rows * MAP_CELLS + cols, ranks)
-        for cell in np.flatnonzero(worst).tolist():
-            if worst[cell] > self.cells.get(cell, 0):
-                self.cells[cell] = int(worst[cell])
+        return counted, {cell: int(worst[cell]) for cell in np.flatnonzero(worst).tolist()}
+
+    def take(self, tallied: Any) -> None:
+        """Add a tile's tally (tally()) to the reading."""
+        counted, cells = tallied
+        self.tiles += 1
+        self.counts[UNRECOGNISED] += counted[0]
+        self.counts[NO_ZONE] += counted[1]
+        for i, zone in enumerate(self.legend, start=2):
+            self.counts[zone.key] += counted[i]
+        for cell, rank in cells.items():
+            if rank > self.cells.get(cell, 0):
+                self.cells[cell] = rank
 
     def total(self) -> int:
         """Return the number of pixels read inside the outline."""
