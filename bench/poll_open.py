@@ -17,7 +17,7 @@ burst of another process's work lands in one run and not the next.
 
     python -m bench.poll_open [--browsers 1000] [--duration 30] [--rendered 1] [--rounds 3]
 
-Rows 2d-2h (computing(), in make bench as poll_computing): the same timetable on 32 sleeping
+Rows 2d-2j (while_computing(), in make bench with poll_open): the same timetable on 32 sleeping
 jobs (benchapp's BENCH_IDLE_PLACE) while N reports compute for real, N = 8 and 32, each user
 submitting a large city again as its last one settles; once on the demo provider, once
 on the real ones against bench/zones.py's local stand-in (20 ms). Beside each, in the same
@@ -90,7 +90,12 @@ def run(
     n_jobs: int = 32,
     rendered: int = 0,
     rounds: int = 1,
+    computing: bool = False,
 ) -> dict:
+    if computing:  # rows 2d-2j after 2a-2c, in the same run
+        out = run(db, browsers, interval, duration, warmup, n_jobs, rendered, rounds)
+        loop = {"browsers": browsers, "interval": interval, "duration": duration / 2}
+        return out | {"computing": while_computing(db, **loop, warmup=warmup)}
     db.truncate()
     server = Server(db.url, "poll_open", MAX_CONCURRENT_JOBS=str(n_jobs))
     with server:
@@ -217,7 +222,49 @@ def summary(r: dict) -> list[Row]:
             " ms",
             ratio_digits=1,
         ),
+        *(computing_rows(r["computing"]) if "computing" in r else ()),
     ]
+
+
+def computing_rows(c: dict) -> list[Row]:
+    """Rows 2d-2j: the poll and the reports while reports compute, per provider."""
+    rows, letters, last = [], iter("defghi"), list(c["variants"].values())[-1]
+    for provider, v in last.items():
+        sleeping, alone, wall = (
+            v["0"]["p99_ms"],
+            v["alone"]["large city"]["wall_s"],
+            v["8"]["wall_s"],
+        )
+        for n, limit, most in (("8", 100, 2 * sleeping), ("32", 250, float("inf"))):
+            p99, said = v[n]["p99_ms"], f"< {limit} ms" + (", <= 2x sleeping" if n == "8" else "")
+            figure = f"open loop, {n} {provider} reports computing: p99"
+            ok = check(p99, lambda x, limit=limit, most=most: x < limit and x <= most)
+            rows.append(compare(f"2{next(letters)}", figure, p99, sleeping, "jobs sleeping p99",
+                                1, " ms", ratio_digits=1, target=said, ok=ok))  # fmt: skip
+        rows.append(compare(f"2{next(letters)}", f"a report's wall time, 8 {provider} at once",
+                            wall, alone, "a large city alone", 1, " s", target="<= 1.5x",
+                            ok=check(wall, lambda x, alone=alone: x <= 1.5 * alone)))  # fmt: skip
+    rss = max(v["32"]["rss_mib"] for v in last.values())
+    figure, ok = "process tree RSS, 32 reports computing", check(rss, lambda x: x <= 130)
+    return [*rows, Row("2j", figure, num(rss, 1, " MiB"), "", "", "<= 130 MiB (row 6)", ok)]
+
+
+def computing_details(c: dict) -> list[str]:
+    """Section 2's part for rows 2d-2j: each provider's runs, and each report alone."""
+    lines = ["", f"While reports compute (2d-2j), each paced {c['work_s']:g} s:", ""]
+    keys = (*KEPT, "cpu_per_report_s")
+    for variant, providers in c["variants"].items():
+        for provider, v in providers.items():
+            alone = [
+                f"{k} {a['wall_s']:.1f} s, CPU {a['cpu_s']:.2f} s" for k, a in v["alone"].items()
+            ]
+            lines += [f"{variant}, {provider}; alone: " + "; ".join(alone[1:]), ""]
+            sizes = ("0", *map(str, c["sizes"]))
+            lines += table(
+                ("computing", *keys), ((n, *(plain(v[n][k]) for k in keys)) for n in sizes)
+            )
+            lines.append("")
+    return lines
 
 
 def details(r: dict) -> list[str]:
@@ -239,6 +286,7 @@ def details(r: dict) -> list[str]:
             # A figure neither run measured (an older run's data) has no row, not "None".
             ((k, plain(r.get(k)), plain(base.get(k))) for k in KEYS if k in r or k in base),
         ),
+        *(computing_details(r["computing"]) if "computing" in r else ()),
         "",
     ]
 
@@ -308,10 +356,10 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
             cpu = tree_figure(pid, cpu_seconds) - cpu0
             out["alone"][kind] = {"wall_s": walls[0][1], "cpu_s": cpu, "status": walls[0][2]}
         for n in (0, *sizes):
-            stop, walls = threading.Event(), []
+            stop, each = threading.Event(), [[] for _ in range(n)]
             queries = [(CITIES[i % 8 :] + CITIES[: i % 8]) * 50 for i in range(n)]
             threads = [
-                threading.Thread(target=_reports, args=(db, busy[i], queries[i], stop, walls))
+                threading.Thread(target=_reports, args=(db, busy[i], queries[i], stop, each[i]))
                 for i in range(n)
             ]
             for t in threads:
@@ -323,20 +371,24 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
             r["tree_cpu_s"] = tree_figure(pid, cpu_seconds) - cpu0
             r["seconds"] = time.monotonic() - t0
             r["rss_mib"], r["worker_rss_mib"] = tree_figure(pid, rss_mib), rss_mib(pid)
+            walls = [w for mine in each for w in mine]
             done = [w for w in walls if w[0] > t0 + loop["warmup"] and w[2] == "succeeded"]
             r["reports"], r["failed"] = len(done), sum(w[2] != "succeeded" for w in walls)
-            r["wall_s"] = median([w[1] for w in done])
             stop.set()
             for t in threads:
                 t.join(timeout=300)
-            out[n] = {k: r[k] for k in KEPT}
-            idle = out[0]["tree_cpu_s"] / out[0]["seconds"]
-            out[n]["cpu_per_report_s"] = (r["tree_cpu_s"] - idle * r["seconds"]) / max(1, len(done))
+            # Each user's first report: the N started at once, however long they took.
+            r["wall_s"] = median([mine[0][1] for mine in each if mine])
+            out[str(n)] = {k: r[k] for k in KEPT}
+            idle = out["0"]["tree_cpu_s"] / out["0"]["seconds"]
+            out[str(n)]["cpu_per_report_s"] = (r["tree_cpu_s"] - idle * r["seconds"]) / max(
+                1, len(done)
+            )
             log(f"poll_computing {n}: p99 {r['p99_ms']:.1f} ms, {len(done)} reports")
     return out
 
 
-def computing(
+def while_computing(
     db,
     variants="after",
     base="main",
@@ -348,7 +400,7 @@ def computing(
     duration=15.0,
     warmup=3.0,
 ) -> dict:
-    """Rows 2d-2h: the open loop while reports compute, beside the same with jobs sleeping."""
+    """Rows 2d-2j: the open loop while reports compute, beside the same with jobs sleeping."""
     from .zones import Upstream
 
     upstream, out = Upstream(), {"sizes": list(sizes), "work_s": work, "variants": {}}
@@ -363,10 +415,10 @@ def computing(
 
 
 def main() -> None:
-    if "--computing" in sys.argv:  # rows 2d-2h
+    if "--computing" in sys.argv:  # rows 2d-2j alone
         sys.argv.remove("--computing")
         options = {"variants": "after", "base": "main", "providers": "demo,real", "work": 6.0}
-        return run_alone(computing, __doc__, **options, duration=15.0, warmup=3.0)
+        return run_alone(while_computing, __doc__, **options, duration=15.0, warmup=3.0)
     run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0, rendered=0, rounds=1)
 
 

@@ -31,7 +31,8 @@ PLAN = {
     "singleflight": ({}, {}),
     "poll_closed": ({"rounds": 4, "duration": 5}, {"rounds": 1, "duration": 3}),
     "poll_parts": ({"n": 500}, {"n": 100}),
-    "poll_open": ({"duration": 30, "warmup": 5}, {"duration": 10, "warmup": 3}),
+    # and rows 2d-2j: the same timetable while 8 and 32 reports compute (demo, real)
+    "poll_open": ({"duration": 30, "warmup": 5, "computing": True}, {"duration": 10, "warmup": 3}),
     "poll_metrics": ({"rounds": 4, "duration": 5}, {"rounds": 1, "duration": 3}),
     "recovery": ({"kills": 5, "term_sizes": (1, 8, 32)}, {"kills": 2, "term_sizes": (8,)}),
     "outage": ({"jobs": 32}, {"jobs": 8}),
