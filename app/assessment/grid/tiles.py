@@ -362,16 +362,23 @@ class Reading:
         of class c (-1 unrecognised, 0 no zone, 1..n), cells the worst rank per map cell.
         """
         counted = np.bincount(classes[inside] + 1, minlength=len(self.legend) + 2).tolist()
-        painted = inside & (classes > 0)
-        if not painted.any():
+        # Each painted pixel's rank (0 elsewhere): table[c + 1] for class c.
+        table = np.array([0, 0] + [zone.rank for zone in self.legend])
+        ranked = np.where(inside, table[classes + 1], 0)
+        if not ranked.any():
             return counted, {}
-        x, y = map_xy(self.bounds, *centres_of(tile, painted))
+        # A map cell is a block of whole columns and rows: a column's longitude alone says
+        # its cell's column, a row's latitude its cell's row, and both only grow along the
+        # tile. So the worst rank per cell is a maximum over runs of rows, then of columns.
+        x, y = map_xy(self.bounds, *pixel_axes(tile))
         cols = np.clip((x * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
         rows = np.clip((y * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
-        ranks = np.array([0] + [zone.rank for zone in self.legend])[classes[painted]]
-        worst = np.zeros(MAP_CELLS**2, dtype=ranks.dtype)
-        np.maximum.at(worst, rows * MAP_CELLS + cols, ranks)
-        return counted, {cell: int(worst[cell]) for cell in np.flatnonzero(worst).tolist()}
+        across = np.flatnonzero(np.diff(cols, prepend=-1))  # the first column of each run
+        down = np.flatnonzero(np.diff(rows, prepend=-1))
+        worst = np.maximum.reduceat(np.maximum.reduceat(ranked, down, axis=0), across, axis=1)
+        cells = rows[down][:, None] * MAP_CELLS + cols[across][None, :]
+        kept = worst > 0
+        return counted, dict(zip(cells[kept].tolist(), worst[kept].tolist(), strict=True))
 
     def take(self, tallied: Any) -> None:
         """Add a tile's tally (tally()) to the reading."""
