@@ -214,9 +214,22 @@ def classes_of(png: bytes | None, legend: tuple[tiles.ZoneClass, ...]) -> np.nda
         indices = np.asarray(image)
         if indices.shape != (tiles.TILE_SIZE, tiles.TILE_SIZE):
             raise ValueError(f"a tile is {tiles.TILE_SIZE} pixels square, not {indices.shape}")
-        # One row holding every palette index, converted by Pillow as the tile would be
-        # (its palette and transparency come along with the crop).
-        strip = image.crop((0, 0, 256, 1))
-        strip.putdata(range(256))
-        colours = np.asarray(strip.convert("RGBA"))
-    return tiles.classify(colours, legend)[0][indices]
+        palette = image.palette
+        key = (palette.mode, palette.tobytes(), repr(image.info.get("transparency")), legend)
+        table = _palettes.get(key)
+        if table is None:
+            # One row holding every palette index, converted by Pillow as the tile would
+            # be (its palette and transparency come along with the crop).
+            strip = image.crop((0, 0, 256, 1))
+            strip.putdata(range(256))
+            table = tiles.classify(np.asarray(strip.convert("RGBA")), legend)[0]
+            if len(_palettes) >= PALETTES_KEPT:
+                _palettes.pop(next(iter(_palettes)), None)
+            _palettes[key] = table
+    return table[indices]
+
+
+# A dataset's tiles share a palette or a few: each palette's classes are worked out once
+# per process (a legend's worth of bytes each). Keyed by everything the conversion reads.
+PALETTES_KEPT = 256
+_palettes: dict[tuple, np.ndarray] = {}
