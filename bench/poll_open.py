@@ -95,7 +95,7 @@ def run(
     if computing:  # rows 2d-2j after 2a-2c, in the same run
         out = run(db, browsers, interval, duration, warmup, n_jobs, rendered, rounds)
         loop = {"browsers": browsers, "interval": interval, "duration": duration / 2}
-        return out | {"computing": while_computing(db, **loop, warmup=warmup)}
+        return out | {"computing": while_computing(db, **loop, warmup=warmup, work=20.0)}
     db.truncate()
     server = Server(db.url, "poll_open", MAX_CONCURRENT_JOBS=str(n_jobs))
     with server:
@@ -394,7 +394,7 @@ def while_computing(
     base="main",
     providers="demo,real",
     sizes=(8, 32),
-    work=6.0,
+    work=20.0,
     browsers=1000,
     interval=2.0,
     duration=15.0,
@@ -417,7 +417,7 @@ def while_computing(
 def main() -> None:
     if "--computing" in sys.argv:  # rows 2d-2j alone
         sys.argv.remove("--computing")
-        options = {"variants": "after", "base": "main", "providers": "demo,real", "work": 6.0}
+        options = {"variants": "after", "base": "main", "providers": "demo,real", "work": 20.0}
         return run_alone(while_computing, __doc__, **options, duration=15.0, warmup=3.0)
     run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0, rendered=0, rounds=1)
 
