@@ -223,3 +223,66 @@ def test_a_reports_pixel_work_is_done_by_at_most_the_decoders_at_once(monkeypatc
         pixels.configure(None)
     assert calls[0] > 3 * 5 * 4  # every dataset's tiles went through, three parts each
     assert most[0] == decoders
+
+
+def test_a_forked_child_starts_with_its_turns_free():
+    """A thread of the parent held a place when it forked; the child has no such thread."""
+    release = threading.Event()
+    held = threading.Event()
+
+    def hold() -> None:
+        with pixels.turn():
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(5)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: a turn of its own at once, or a timeout kill
+            signal.alarm(5)
+            with pixels.turn():
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    finally:
+        release.set()
+        thread.join(5)
+
+
+def test_a_job_stopped_while_its_tiles_wait_in_line_works_none_of_them(monkeypatch):
+    worked = []
+    monkeypatch.setattr(pixels, "classes_of", lambda *args: worked.append(1) or np.zeros(1))
+    stop, release, held, failed = threading.Event(), threading.Event(), threading.Event(), []
+
+    def hold() -> None:  # another job's tile, in its turn while this job's tiles line up
+        with pixels.turn():
+            held.set()
+            release.wait(10)
+
+    def job() -> None:
+        try:
+            run_assessment(
+                resolve_place("東京都中央区"),
+                "en",
+                provider=make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0}),
+                cache=SingleFlightCache(maxsize=4096),
+                progress=lambda step, percent: None,
+                stop=stop,
+            )
+        except Exception as exc:  # noqa: BLE001 - what the job ended with
+            failed.append(exc)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    runner = threading.Thread(target=job)
+    runner.start()
+    wait_until(lambda: len(pixels.turn._queue) >= 4)  # the job's tiles, waiting their turn
+    stop.set()
+    runner.join(5)
+    release.set()
+    holder.join(5)
+    wait_until(lambda: not pixels.turn._queue and pixels.turn._inside == 0)
+    assert worked == [] and [type(exc).__name__ for exc in failed] == ["Stopped"]

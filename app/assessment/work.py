@@ -182,6 +182,8 @@ def run_assessment(
             # A tile's pixel work in one turn (pixels.Turns): only its counts, a shrunk
             # copy and what lies nearest the spot leave it.
             with pixels.turn():
+                if stop.is_set():  # stopped while in line: the turn goes to the next
+                    raise Stopped()
                 classes, missing, unknown = decoded(tile, pngs)
                 inside = masks.get(tile)
                 counted = reading.tally(tile, classes, inside)

@@ -109,18 +109,20 @@ class Turns:
 
 
 turn = Turns(DECODERS)
+# A forked child has none of its parent's threads, so none of their places or waiters.
+os.register_at_fork(after_in_child=lambda: turn.__init__(turn.n))
 
 
 def configure(processes: int | None, decoders: int | None = None) -> None:
     """Set how many processes work pixels (ZONE_PROCESSES; None or 0: the job's thread).
 
-    decoders (ZONE_DECODERS; None: DECODERS): tiles worked at once in this process's
-    threads.
+    decoders (ZONE_DECODERS; None: DECODERS, or the pool's size if more): tiles worked at
+    once, each in its turn (Turns); a tile in the pool holds its turn while it waits.
     """
     processes = processes or 0
     if processes < 0:
         raise ValueError("ZONE_PROCESSES must not be negative")
-    decoders = DECODERS if decoders is None else decoders
+    decoders = max(DECODERS, processes) if decoders is None else decoders
     if decoders < 1:
         raise ValueError("ZONE_DECODERS must be at least 1")
     if decoders != turn.n:
