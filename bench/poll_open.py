@@ -260,9 +260,10 @@ def computing_details(c: dict) -> list[str]:
             ]
             lines += [f"{variant}, {provider}; alone: " + "; ".join(alone[1:]), ""]
             sizes = ("0", *map(str, c["sizes"]))
-            lines += table(
-                ("computing", *keys), ((n, *(plain(v[n][k]) for k in keys)) for n in sizes)
-            )
+            # CPU per report only where reports finished inside the timetable
+            shown = {n: {**v[n], **({} if v[n]["reports"] else {keys[-1]: "n/a"})} for n in sizes}
+            rows = ((n, *(plain(shown[n][k]) for k in keys)) for n in sizes)
+            lines += table(("computing", *keys), rows)
             lines.append("")
     return lines
 
@@ -381,9 +382,8 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
             r["wall_s"] = median([mine[0][1] for mine in each if mine])
             out[str(n)] = {k: r[k] for k in KEPT}
             idle = out["0"]["tree_cpu_s"] / out["0"]["seconds"]
-            out[str(n)]["cpu_per_report_s"] = (r["tree_cpu_s"] - idle * r["seconds"]) / max(
-                1, len(done)
-            )
+            extra = r["tree_cpu_s"] - idle * r["seconds"]  # over the reports done inside
+            out[str(n)]["cpu_per_report_s"] = extra / len(done) if done else float("nan")
             log(f"poll_computing {n}: p99 {r['p99_ms']:.1f} ms, {len(done)} reports")
     return out
 
