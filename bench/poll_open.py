@@ -23,10 +23,9 @@ submitting a large city again as its last one settles; once on the demo provider
 on the real ones against bench/zones.py's local stand-in (20 ms). Beside each, in the same
 server: the timetable with only the sleeping jobs, and one report alone per kind (ward,
 large city, point): its wall time and the CPU of the worker's process tree (the pixel pool
-too). --variants before,thread,after runs it on an export of --base (the code before),
-with ZONE_PROCESSES=0 (in the job's thread) and as it is.
+too). --variants before,after runs it on an export of --base (the code before) and as it is.
 
-    python -m bench.poll_open --computing [--variants before,thread,after --base main]
+    python -m bench.poll_open --computing [--variants before,after --base main]
 """
 
 import os
@@ -334,7 +333,6 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
         "JSHIS_BASE_URL": upstream.url + "/jshis",
         "HAZARD_PORTAL_URL": upstream.url + "/portal",
     }
-    env |= {"ZONE_PROCESSES": "0"} if variant == "thread" else {}
     db.truncate()
     server = Server(db.url, f"poll_computing-{variant}-{provider}", **env)
     if variant.startswith("before"):  # the code before: an export of the base revision
