@@ -61,8 +61,8 @@ class Turns:
     keep another's waiting. A thread that leaves hands its place to the first in line
     (a lock per waiter: one thread woken, where a condition's notify_all would wake every
     waiting tile of every job for each tile done, and a semaphore lets the thread that
-    just left take its place again). A thread already in may go in again (a job's
-    painting inside its decoding).
+    just left take its place again). A thread already in may go in again (a tile's
+    decode, through call(), inside its tile's turn).
     """
 
     def __init__(self, n: int) -> None:
@@ -125,8 +125,7 @@ def configure(processes: int | None, decoders: int | None = None) -> None:
     decoders = max(DECODERS, processes) if decoders is None else decoders
     if decoders < 1:
         raise ValueError("ZONE_DECODERS must be at least 1")
-    if decoders != turn.n:
-        turn.resize(decoders)
+    turn.resize(decoders)
     if processes != _settings["processes"]:
         shutdown()
         _settings["processes"] = processes

@@ -206,16 +206,10 @@ def _by_text_near(text: str, lat: float, lon: float) -> Area:
     try:
         return _by_text(text)
     except PlaceAmbiguous as exc:
-        near = [a for a in exc.choices if _metres(a.lat, a.lon, lat, lon) <= NEAR_METRES]
+        near = [a for a in exc.choices if _km(a.lat, a.lon, lat, lon) * 1000 <= NEAR_METRES]
         if len(near) != 1:
             raise
         return near[0]
-
-
-def _metres(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    """Return the distance between two close points (an equirectangular estimate)."""
-    k = math.cos(math.radians((lat1 + lat2) / 2))
-    return 6_371_000 * math.radians(math.hypot(lat1 - lat2, (lon1 - lon2) * k))
 
 
 def _by_text(text: str) -> Area:
