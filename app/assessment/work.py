@@ -230,6 +230,8 @@ def run_assessment(
         return [maps.as_answer(reading, zone_plan)]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
+        if stop.is_set():  # a layer's thread that starts after the job stopped calls nothing
+            raise Stopped()
         pace = getattr(provider, "pace", None)
         if pace is not None:  # the demo's stand-in for the time real calls take
             pace(dataset, stop)
