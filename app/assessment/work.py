@@ -92,6 +92,24 @@ def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area:
     return sources
 
 
+def start(
+    area: Area, provider: LayerProvider, stop: threading.Event
+) -> tuple[zones.Plan, list[Layer], dict[str, int]]:
+    """Return a job's plan, the layers it reads and the keys it plans per dataset.
+
+    In a turn, like a tile's pixels: a place's plan and keys are kept once computed (tens
+    of ms for a city), so reports of one place started at one moment compute them once,
+    one after another, instead of each at once beside the poll.
+    """
+    with pixels.turn():
+        if stop.is_set():  # stopped while in line: nothing of it is worked
+            raise Stopped()
+        zone_plan = zones.plan(area)
+        read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
+        datasets = dict.fromkeys(ds for layer in read for ds in layer.datasets)
+        return zone_plan, read, {ds: len(keys_for(area, ds, provider)) for ds in datasets}
+
+
 def run_assessment(
     area: Area,
     lang: str,
@@ -129,11 +147,9 @@ def run_assessment(
                 # We joined another job's fetch of this key and that job stopped: this
                 # one has not, so it fetches the key itself.
 
-    zone_plan = zones.plan(area)
-    masks = zones.Masks(zone_plan.outline.geometry)
-    read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
+    zone_plan, read, planned = start(area, provider, stop)
     datasets = [ds for layer in read for ds in layer.datasets]
-    planned = {ds: len(keys_for(area, ds, provider)) for ds in dict.fromkeys(datasets)}
+    masks = zone_plan.masks
     done_keys = [0]
     done_lock = threading.Lock()
     # A point's report also says what lies at the spot itself (report/spot.py).

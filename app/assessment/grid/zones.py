@@ -3,12 +3,13 @@
 plan(area) is the area's outline (or a point's circle on land), the deepest zoom at which
 the tiles touching it, counted exactly, fit the per-dataset budget, those tiles, and the
 prefectures it lies in (the landslide datasets are read per prefecture); every zone dataset of a
-job reads the same tiles, so a job's masks (pixels inside the outline) are computed once
-per tile and shared by its layers (Masks), kept packed, and only for straddling tiles.
+job reads the same tiles, so the place's masks (pixels inside the outline) are computed once
+per tile (Masks), kept packed, and only for straddling tiles, with the plan: shared by a
+job's layers and by every report of the place while its plan is kept.
 """
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -43,6 +44,9 @@ class Plan:
     tiles: tuple[mercantile.Tile, ...]
     budget: int
     prefectures: tuple[str, ...] = ()  # two-digit codes, the area's own first
+    # Which pixels of each tile are inside, kept with the plan: a large city's are 0.2-0.4 s
+    # of a report's ~1 s of CPU, the same for every report of the place.
+    masks: "Masks" = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     @property
     def keys(self) -> list[str]:
@@ -68,9 +72,8 @@ def _plan(area: Any, radius_m: float, budget: int) -> Plan:
     outline = outline_of(area)
     zoom = tiles.zoom_for(outline.geometry, budget)
     prefectures = prefectures_touching(outline.geometry, str(area.code)[:2])
-    return Plan(
-        outline, zoom, tuple(tiles.covering(outline.geometry, zoom)), budget, tuple(prefectures)
-    )
+    covering = tuple(tiles.covering(outline.geometry, zoom))
+    return Plan(outline, zoom, covering, budget, tuple(prefectures), Masks(outline.geometry))
 
 
 def plan(area: Any) -> Plan:
@@ -87,7 +90,7 @@ def dataset_keys(area: Any, dataset: str) -> list[str]:
 
 
 class Masks:
-    """One job's inside-the-outline masks, per tile, computed once and kept packed."""
+    """A place's inside-the-outline masks, per tile, computed once and kept packed."""
 
     def __init__(self, outline: BaseGeometry) -> None:
         self.outline = outline

@@ -24,6 +24,7 @@ not multiplied by ARV again (J-SHIS's method; its terms of use, Art. 3.3).
 """
 
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -189,10 +190,17 @@ class JshisProvider:
 
 def mesh_keys(area: Any) -> list[str]:
     """Return the 250 m meshes asked for an area: an even grid inside its outline."""
+    return list(_mesh_keys(area))
+
+
+@lru_cache(maxsize=32)
+def _mesh_keys(area: Any) -> tuple[str, ...]:
+    # Kept per area (an area is a frozen value): a job asks three times, 3-6 ms each for a
+    # city, and 32 reports started at one moment asked beside the poll (bench rows 2d-2j).
     from ..place.outlines import outline_of
 
     points = mesh_points(outline_of(area).geometry)
-    return list(dict.fromkeys(mesh250(lat, lon) for lat, lon in points))
+    return tuple(dict.fromkeys(mesh250(lat, lon) for lat, lon in points))
 
 
 # J-SHIS's landform classes (JCODE; Wakamatsu and Matsuoka's 250 m mesh classification).
