@@ -46,7 +46,7 @@ class Plan:
     prefectures: tuple[str, ...] = ()  # two-digit codes, the area's own first
     # Which pixels of each tile are inside, kept with the plan: a large city's are 0.2-0.4 s
     # of a report's ~1 s of CPU, the same for every report of the place.
-    masks: "Masks" = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    masks: "Masks | None" = field(default=None, compare=False, repr=False)
 
     @property
     def keys(self) -> list[str]:
