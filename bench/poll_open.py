@@ -415,8 +415,8 @@ def while_computing(
 def main() -> None:
     if "--computing" in sys.argv:  # rows 2d-2j alone
         sys.argv.remove("--computing")
-        options = {"variants": "after", "base": "main", "providers": "demo,real", "work": 20.0}
-        return run_alone(while_computing, __doc__, **options, duration=15.0, warmup=5.0)
+        options = {"variants": "after", "base": "main", "providers": "demo,real", "browsers": 1000}
+        return run_alone(while_computing, __doc__, **options, work=20.0, duration=15.0, warmup=5.0)
     run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0, rendered=0, rounds=1)
 
 
