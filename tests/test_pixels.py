@@ -16,14 +16,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.assessment import resolve_place, work
-from app.assessment.errors import Stopped
+from app.assessment import resolve_place
 from app.assessment.grid import locate, pixels, tiles, zones
 from app.assessment.sources import portal
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
 from app.caches.singleflight import SingleFlightCache
-from tests.conftest import at_once
 
 FLOOD = tiles.LEGENDS[portal.ZONE_DATASETS["flood_zones"]]
 
@@ -255,18 +253,13 @@ def test_a_forked_child_starts_with_its_turns_free():
 
 def test_a_job_stopped_while_its_tiles_wait_in_line_works_none_of_them(monkeypatch):
     worked = []
+    monkeypatch.setattr(pixels, "classes_of", lambda *args: worked.append(1) or np.zeros(1))
     stop, release, held, failed = threading.Event(), threading.Event(), threading.Event(), []
 
-    real = pixels.classes_of
-
-    def classes_of(*args):  # the job's first tile holds its turn while the others line up
-        worked.append(1)
-        if len(worked) == 1:
+    def hold() -> None:  # another job's tile, in its turn while this job's tiles line up
+        with pixels.turn():
             held.set()
             release.wait(10)
-        return real(*args)
-
-    monkeypatch.setattr(pixels, "classes_of", classes_of)
 
     def job() -> None:
         try:
@@ -281,65 +274,18 @@ def test_a_job_stopped_while_its_tiles_wait_in_line_works_none_of_them(monkeypat
         except Exception as exc:  # noqa: BLE001 - what the job ended with
             failed.append(exc)
 
-    runner = threading.Thread(target=job)
-    runner.start()
-    assert held.wait(5)
-    wait_until(lambda: len(pixels.turn._queue) >= 4)  # the job's tiles, waiting their turn
-    stop.set()
-    release.set()
-    runner.join(5)
-    wait_until(lambda: not pixels.turn._queue and pixels.turn._inside == 0)
-    # Only the tile that was in its turn when the job stopped was worked.
-    assert worked == [1] and [type(exc).__name__ for exc in failed] == ["Stopped"]
-
-
-def test_reports_of_a_place_started_at_once_plan_it_once(app, monkeypatch):
-    counted, real = [], zones.outline_of
-
-    def slow_outline(area):  # a city's outline and plan take tens of ms
-        counted.append(area)
-        time.sleep(0.05)
-        return real(area)
-
-    monkeypatch.setattr(zones, "outline_of", slow_outline)
-    zones._plan.cache_clear()
-    area = resolve_place("浜松市")
-    provider = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
-    started = at_once(app, 8, lambda: work.start(area, provider, threading.Event()))
-    zones._plan.cache_clear()
-    assert len(started) == 8 and len({id(plan) for plan, _, _ in started}) == 1
-    assert len(counted) == 1  # one after another in their turns: the first computed it
-
-
-def test_a_job_stopped_while_its_start_waits_in_line_plans_nothing(monkeypatch):
-    planned, stop, release, held = [], threading.Event(), threading.Event(), threading.Event()
-    monkeypatch.setattr(zones, "plan", lambda area: planned.append(area))
-    provider = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
-
-    def hold() -> None:  # another job's tile, in its turn
-        with pixels.turn():
-            held.set()
-            release.wait(10)
-
     holder = threading.Thread(target=hold)
     holder.start()
-    assert held.wait(5)
-    failed = []
-
-    def job() -> None:
-        try:
-            work.start(resolve_place("浜松市"), provider, stop)
-        except Stopped as exc:
-            failed.append(exc)
-
+    held.wait(5)
     runner = threading.Thread(target=job)
     runner.start()
-    wait_until(lambda: len(pixels.turn._queue) == 1)
+    wait_until(lambda: len(pixels.turn._queue) >= 4)  # the job's tiles, waiting their turn
     stop.set()
-    release.set()
     runner.join(5)
+    release.set()
     holder.join(5)
-    assert planned == [] and len(failed) == 1
+    wait_until(lambda: not pixels.turn._queue and pixels.turn._inside == 0)
+    assert worked == [] and [type(exc).__name__ for exc in failed] == ["Stopped"]
 
 
 def test_a_places_masks_are_kept_with_its_plan_for_its_next_report(monkeypatch):

@@ -97,17 +97,15 @@ def start(
 ) -> tuple[zones.Plan, list[Layer], dict[str, int]]:
     """Return a job's plan, the layers it reads and the keys it plans per dataset.
 
-    In a turn, like a tile's pixels: a place's plan and keys are kept once computed (tens
-    of ms for a city), so reports of one place started at one moment compute them once,
-    one after another, instead of each at once beside the poll.
+    A place's plan, masks and meshes are kept once computed (zones.plan, jshis.mesh_keys),
+    so a second report of the place computes none of them.
     """
-    with pixels.turn():
-        if stop.is_set():  # stopped while in line: nothing of it is worked
-            raise Stopped()
-        zone_plan = zones.plan(area)
-        read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
-        datasets = dict.fromkeys(ds for layer in read for ds in layer.datasets)
-        return zone_plan, read, {ds: len(keys_for(area, ds, provider)) for ds in datasets}
+    if stop.is_set():
+        raise Stopped()
+    zone_plan = zones.plan(area)
+    read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
+    datasets = dict.fromkeys(ds for layer in read for ds in layer.datasets)
+    return zone_plan, read, {ds: len(keys_for(area, ds, provider)) for ds in datasets}
 
 
 def run_assessment(
