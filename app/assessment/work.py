@@ -92,22 +92,6 @@ def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area:
     return sources
 
 
-def start(
-    area: Area, provider: LayerProvider, stop: threading.Event
-) -> tuple[zones.Plan, list[Layer], dict[str, int]]:
-    """Return a job's plan, the layers it reads and the keys it plans per dataset.
-
-    A place's plan, masks and meshes are kept once computed (zones.plan, jshis.mesh_keys),
-    so a second report of the place computes none of them.
-    """
-    if stop.is_set():
-        raise Stopped()
-    zone_plan = zones.plan(area)
-    read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
-    datasets = dict.fromkeys(ds for layer in read for ds in layer.datasets)
-    return zone_plan, read, {ds: len(keys_for(area, ds, provider)) for ds in datasets}
-
-
 def run_assessment(
     area: Area,
     lang: str,
@@ -145,9 +129,11 @@ def run_assessment(
                 # We joined another job's fetch of this key and that job stopped: this
                 # one has not, so it fetches the key itself.
 
-    zone_plan, read, planned = start(area, provider, stop)
-    datasets = [ds for layer in read for ds in layer.datasets]
+    zone_plan = zones.plan(area)  # kept per place, with its masks (zones.Plan.masks)
     masks = zone_plan.masks
+    read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
+    datasets = [ds for layer in read for ds in layer.datasets]
+    planned = {ds: len(keys_for(area, ds, provider)) for ds in dict.fromkeys(datasets)}
     done_keys = [0]
     done_lock = threading.Lock()
     # A point's report also says what lies at the spot itself (report/spot.py).
