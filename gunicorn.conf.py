@@ -28,7 +28,7 @@ control_socket_disable = True  # several servers (tests, benchmarks) run side by
 # Whose X-Forwarded-Proto and SCRIPT_NAME headers to believe: nobody's unless set. gunicorn's
 # own default trusts loopback, so any local process (or a proxy relaying anyone's headers)
 # could set them, and a SCRIPT_NAME the path does not start with was a 500. Behind a proxy,
-# name its address in FORWARDED_ALLOW_IPS (README, "Behind a proxy").
+# name its address in FORWARDED_ALLOW_IPS (docs/deployment.md, "Behind a proxy").
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "")
 
 if os.environ.get("LOG_FORMAT") == "json":

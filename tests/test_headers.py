@@ -104,7 +104,8 @@ def test_gunicorns_own_answers_carry_the_headers_and_a_script_name_header_is_ign
 
 @pytest.mark.server
 def test_a_proxy_named_in_forwarded_allow_ips_is_believed(live):
-    # Behind a proxy on this host that mounts the app under a prefix (README, "Behind a proxy").
+    # Behind a proxy on this host that mounts the app under a prefix
+    # (docs/deployment.md, "Behind a proxy").
     import requests
 
     server = live(FORWARDED_ALLOW_IPS="127.0.0.1")
