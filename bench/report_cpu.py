@@ -1,0 +1,72 @@
+"""The interpreter's CPU per report on the real providers, the stand-in in its own process.
+
+Not in `make bench`: `python -m bench.report_cpu [--reports 3]` prints JSON. The local
+stand-in (bench/zones.py's Upstream, 20 ms) runs in a child process, so the figure is the
+report's own: the process CPU (every thread) of run_assessment for a ward, a large city
+and a point, each with a fresh layer cache (every tile and mesh asked upstream), the
+median of --reports runs after a warm-up, and the requests the pooled client sent. Run
+it on two trees in turn for a before/after (bench/ZONES.md says how it was run).
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+from .zones import PLACES, print_nothing
+
+STAND_IN = (
+    "import sys, time\n"
+    "from bench.zones import Upstream\n"
+    "print(Upstream().url, flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def run(reports: int = 3) -> dict:
+    """Return each place's median CPU seconds and requests per report."""
+    from app.assessment import resolve_place
+    from app.assessment.sources.http import shared_client
+    from app.assessment.sources.providers import make_provider
+    from app.assessment.work import run_assessment
+    from app.caches.singleflight import SingleFlightCache
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        url = child.stdout.readline().strip()
+        at = {"JSHIS_BASE_URL": "jshis", "HAZARD_PORTAL_URL": "portal", "BASEMAP_URL": "pale"}
+        real = make_provider({"LAYER_PROVIDER": "real"} | {k: f"{url}/{v}" for k, v in at.items()})
+        client = shared_client()
+        out: dict = {"places": {}}
+        for label, query in PLACES.items():
+            area = resolve_place(query)
+            cpus, calls, walls = [], [], []
+            for i in range(reports + 1):
+                sent, cpu, wall = client.requests, time.process_time(), time.monotonic()
+                run_assessment(
+                    area, "en", provider=real, cache=SingleFlightCache(4096), progress=print_nothing
+                )
+                if i:  # the first made the place's plan and masks: kept for later reports
+                    cpus.append(time.process_time() - cpu)
+                    walls.append(time.monotonic() - wall)
+                    calls.append(client.requests - sent)
+            out["places"][label] = {
+                "cpu_s": round(statistics.median(cpus), 3),
+                "wall_s": round(statistics.median(walls), 2),
+                "requests": statistics.median(calls),
+            }
+        return out
+    finally:
+        child.stdin.close()
+        child.wait(10)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=3)
+    print(json.dumps(run(parser.parse_args().reports), indent=2))
