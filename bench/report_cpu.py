@@ -4,11 +4,14 @@ Not in `make bench`: `python -m bench.report_cpu [--reports 3]` prints JSON. The
 stand-in (bench/zones.py's Upstream, 20 ms) runs in a child process, so the figure is the
 report's own: the process CPU (every thread) of run_assessment for a ward, a large city
 and a point, each with a fresh layer cache (every tile and mesh asked upstream), the
-median of --reports runs after a warm-up, and the requests the pooled client sent. Run
-it on two trees in turn for a before/after (bench/ZONES.md says how it was run).
+median of --reports runs after a warm-up, and the requests the pooled client sent.
+--processes N works the pixels in a pool of N (ZONE_PROCESSES): cpu_s is then the
+interpreter's own (what the status poll competes with for the GIL) and tree_cpu_s adds
+the pool's. Run it on two trees in turn for a before/after (bench/ZONES.md says how).
 """
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,7 +27,7 @@ STAND_IN = (
 )
 
 
-def run(reports: int = 3) -> dict:
+def run(reports: int = 3, processes: int = 0) -> dict:
     """Return each place's median CPU seconds and requests per report."""
     from app.assessment import resolve_place
     from app.assessment.sources.http import shared_client
@@ -32,29 +35,38 @@ def run(reports: int = 3) -> dict:
     from app.assessment.work import run_assessment
     from app.caches.singleflight import SingleFlightCache
 
+    from .poll_open import cpu_seconds, tree_figure
+
+    me = os.getpid()
+
     child = subprocess.Popen(
         [sys.executable, "-c", STAND_IN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         url = child.stdout.readline().strip()
         at = {"JSHIS_BASE_URL": "jshis", "HAZARD_PORTAL_URL": "portal", "BASEMAP_URL": "pale"}
-        real = make_provider({"LAYER_PROVIDER": "real"} | {k: f"{url}/{v}" for k, v in at.items()})
+        urls = {k: f"{url}/{v}" for k, v in at.items()}
+        real = make_provider({"LAYER_PROVIDER": "real", "ZONE_PROCESSES": processes} | urls)
         client = shared_client()
         out: dict = {"places": {}}
         for label, query in PLACES.items():
             area = resolve_place(query)
-            cpus, calls, walls = [], [], []
+            cpus, trees, calls, walls = [], [], [], []
             for i in range(reports + 1):
                 sent, cpu, wall = client.requests, time.process_time(), time.monotonic()
+                tree = tree_figure(me, cpu_seconds) - cpu_seconds(child.pid)
                 run_assessment(
                     area, "en", provider=real, cache=SingleFlightCache(4096), progress=print_nothing
                 )
                 if i:  # the first made the place's plan and masks: kept for later reports
                     cpus.append(time.process_time() - cpu)
+                    after = tree_figure(me, cpu_seconds) - cpu_seconds(child.pid)
+                    trees.append(after - tree)
                     walls.append(time.monotonic() - wall)
                     calls.append(client.requests - sent)
             out["places"][label] = {
                 "cpu_s": round(statistics.median(cpus), 3),
+                "tree_cpu_s": round(statistics.median(trees), 3),
                 "wall_s": round(statistics.median(walls), 2),
                 "requests": statistics.median(calls),
             }
@@ -69,4 +81,6 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=3)
-    print(json.dumps(run(parser.parse_args().reports), indent=2))
+    parser.add_argument("--processes", type=int, default=0)
+    args = parser.parse_args()
+    print(json.dumps(run(args.reports, args.processes), indent=2))

@@ -163,35 +163,33 @@ def run_assessment(
             answers = [(key, fetch(dataset, key) or {"png": None}) for key in tile_keys]
             return [(key, portal.decode_answer(answer)) for key, answer in answers]
 
-        def decoded(tile: Any, pngs: list[tuple[str, bytes | None]]) -> tuple[Any, bool, dict]:
-            """Return a tile's classes from its PNGs (one per prefecture read), in a turn."""
-            classes, missing, unknown = None, True, {}
-            for key, png in pngs:
-                try:
-                    # in the pixel pool when there is one (the worker's GIL stays free)
-                    found = pixels.call(pixels.classes_of, png, legend)
-                except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
-                    raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
-                if png is not None and (found == -1).any():
-                    inside = masks.get(tile)
-                    for colour, n in tiles.unknown_colours(png, found, inside).items():
-                        unknown[colour] = unknown.get(colour, 0) + n
-                classes = found if classes is None else tiles.merge(classes, found, legend)
-                missing = missing and png is None  # a 404 in one prefecture: no zone there
-            return classes, missing, unknown
+        def worked(fn: Callable[..., Any], *args: Any) -> Any:
+            """Return fn(*args) of a tile's PNGs, in the pixel pool when there is one."""
+            try:
+                return pixels.call(fn, *args)
+            except pixels.Unreadable as exc:  # not a PNG tile Pillow can read
+                key = exc.args[0]
+                raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
 
         def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int], Any, locate.Nearest]:
             tile, pngs = tiles.parse_tile_key(tile_key), fetched(by_tile[tile_key])
-            # A tile's pixel work in one turn (pixels.Turns): only its counts, a shrunk
-            # copy and what lies nearest the spot leave it.
+            # A tile's pixel work in one turn (pixels.Turns), all of it in the pool when
+            # there is one: only its counts, a shrunk copy and what lies nearest the spot
+            # come back.
             with pixels.turn():
                 if stop.is_set():  # stopped while in line: the turn goes to the next
                     raise Stopped()
-                classes, missing, unknown = decoded(tile, pngs)
-                inside = masks.get(tile)
-                counted = reading.tally(tile, classes, inside)
-                small = locate.shrink(classes, raster.factor, raster.ranks)
-                found = locate.nearest(tile, classes, inside, *here) if here else {}
+                counted, missing, unknown, small, found = worked(
+                    pixels.work_tile,
+                    tile,
+                    pngs,
+                    legend,
+                    masks.get(tile),
+                    reading.bounds,
+                    raster.factor,
+                    raster.ranks,
+                    here,
+                )
             return tile, counted, missing, unknown, small, found
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
@@ -225,8 +223,8 @@ def run_assessment(
             spot_keys = [f"{pref}/{tile_key}" if pref else tile_key for pref in prefectures]
             pngs = fetched(spot_keys)
             with pixels.turn():
-                classes, _, _ = decoded(tile, pngs)
-            spots[dataset] = (legend, locate.class_at(classes, col, row), near)
+                at = worked(pixels.class_at, pngs, legend, col, row)
+            spots[dataset] = (legend, at, near)
         return [maps.as_answer(reading, zone_plan)]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:

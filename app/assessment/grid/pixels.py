@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import numpy as np
 from PIL import Image
 
-from . import tiles
+from . import locate, tiles
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -234,3 +234,57 @@ def classes_of(png: bytes | None, legend: tuple[tiles.ZoneClass, ...]) -> np.nda
 # per process (a legend's worth of bytes each). Keyed by everything the conversion reads.
 PALETTES_KEPT = 256
 _palettes: dict[tuple, np.ndarray] = {}
+
+
+class Unreadable(ValueError):
+    """A tile's answer that Pillow cannot read as a PNG tile (args: its key)."""
+
+
+def classes_over(
+    pngs: list[tuple[str, bytes | None]],
+    legend: tuple[tiles.ZoneClass, ...],
+    inside: np.ndarray | None,
+) -> tuple[np.ndarray, bool, dict[str, int]]:
+    """Return a tile's classes from its PNGs (one per prefecture read), whether every one
+    was missing (404: no zone mapped there), and its unknown colours inside (with inside)."""
+    classes, missing, unknown = None, True, {}
+    for key, png in pngs:
+        try:
+            found = classes_of(png, legend)
+        except (OSError, ValueError) as exc:  # not a PNG tile Pillow can read
+            raise Unreadable(key) from exc
+        if png is not None and inside is not None and (found == -1).any():
+            for colour, n in tiles.unknown_colours(png, found, inside).items():
+                unknown[colour] = unknown.get(colour, 0) + n
+        classes = found if classes is None else tiles.merge(classes, found, legend)
+        missing = missing and png is None
+    assert classes is not None, "a tile is read from one PNG at least"
+    return classes, missing, unknown
+
+
+def work_tile(
+    tile: Any,
+    pngs: list[tuple[str, bytes | None]],
+    legend: tuple[tiles.ZoneClass, ...],
+    inside: np.ndarray,
+    bounds: tuple[float, float, float, float],
+    factor: int,
+    ranks: np.ndarray,
+    here: tuple[float, float] | None,
+) -> tuple[Any, bool, dict[str, int], np.ndarray, dict]:
+    """Return all a report keeps of a tile: its tally, missing, unknown colours, its copy
+    shrunk for the map and what lies nearest the spot (here). Bytes in, small answers out,
+    so the whole of it can be worked in the pool, away from the worker's GIL."""
+    classes, missing, unknown = classes_over(pngs, legend, inside)
+    counted = tiles.Reading(legend, bounds, {}, {}).tally(tile, classes, inside)
+    small = locate.shrink(classes, factor, ranks)
+    found = locate.nearest(tile, classes, inside, *here) if here else {}
+    return counted, missing, unknown, small, found
+
+
+def class_at(
+    pngs: list[tuple[str, bytes | None]], legend: tuple[tiles.ZoneClass, ...], col: int, row: int
+) -> Any:
+    """Return the class of one pixel of a tile read from its PNGs (the spot's)."""
+    classes, _, _ = classes_over(pngs, legend, None)
+    return locate.class_at(classes, col, row)
