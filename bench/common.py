@@ -141,14 +141,27 @@ class Worker(processes.Worker):
     defaults = SERVER_ENV
 
 
+def kept_alive_session() -> requests.Session:
+    """A browser's session that sends a request once more when the server had closed the
+    kept-alive connection it went out on (ConnectionResetError), as browsers do."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    http = requests.Session()
+    http.headers["User-Agent"] = USER_AGENT
+    # Only errors before an answer, POST too: a reset request never reached the app.
+    again = Retry(total=1, connect=1, read=1, status=0, other=0, allowed_methods=None)
+    http.mount("http://", HTTPAdapter(max_retries=again))
+    return http
+
+
 class User:
     """A signed-in browser session: its cookie is what the load generators send."""
 
     def __init__(self, server: Server, email: str):
         self.server = server
         self.email = email
-        self.http = requests.Session()
-        self.http.headers["User-Agent"] = USER_AGENT
+        self.http = kept_alive_session()
         self.job_id: uuid.UUID | None = None
         self._csrf: str | None = None
 
@@ -174,8 +187,7 @@ class User:
 
     def session_in(self, language: str, password: str = "correct horse battery") -> str:
         """Log in once more, in a browser of its own that switched to language; its cookie."""
-        http = requests.Session()
-        http.headers["User-Agent"] = USER_AGENT
+        http = kept_alive_session()
 
         def token(path: str) -> str:
             html = http.get(self.server.url + path, timeout=10).text

@@ -292,7 +292,7 @@ def details(r: dict) -> list[str]:
 
 
 KEPT = "p50_ms p99_ms errors generator_lag_p99_ms tree_cpu_s seconds rss_mib worker_rss_mib"
-KEPT = (*KEPT.split(), "reports", "failed", "wall_s")
+KEPT = (*KEPT.split(), "reports", "failed", "wall_s", "stand_in_cpu_s")
 IDLE_PLACE = "26.2124, 127.6809"  # Naha: the sleeping jobs' place, far from every computed one
 CITIES = ("浜松市", "新潟市", "仙台市", "広島市", "北九州市", "高山市", "静岡市", "札幌市中央区")
 
@@ -365,9 +365,11 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
                 t.start()
             log(f"poll_computing {variant} {provider}: {n} reports computing")
             cpu0, t0 = tree_figure(pid, cpu_seconds), time.monotonic()
+            stand_in0 = upstream.cpu_s()
             asked = {"expect": b'data-status="running"', "revalidate": True, **loop}
             r = openloop.run("127.0.0.1", server.port, targets, **asked)
             r["tree_cpu_s"] = tree_figure(pid, cpu_seconds) - cpu0
+            r["stand_in_cpu_s"] = upstream.cpu_s() - stand_in0  # its own process: not the tree
             r["seconds"] = time.monotonic() - t0
             r["rss_mib"], r["worker_rss_mib"] = tree_figure(pid, rss_mib), rss_mib(pid)
             walls = [w for mine in each for w in mine]
@@ -399,16 +401,16 @@ def while_computing(
     warmup=5.0,
 ) -> dict:
     """Rows 2d-2j: the open loop while reports compute, beside the same with jobs sleeping."""
-    from .zones import Upstream
+    from .zones import StandIn
 
-    upstream, out = Upstream(), {"sizes": list(sizes), "work_s": work, "variants": {}}
+    upstream, out = StandIn(), {"sizes": list(sizes), "work_s": work, "variants": {}}
     loop = {"browsers": browsers, "interval": interval, "duration": duration, "warmup": warmup}
     for variant in variants.split(","):
         name = f"before:{base}" if variant == "before" else variant
         out["variants"][name] = {
             p: _computing(db, upstream, name, p, sizes, work, **loop) for p in providers.split(",")
         }
-    upstream.server.shutdown()
+    upstream.close()
     return out
 
 

@@ -13,18 +13,9 @@ the pool's. Run it on two trees in turn for a before/after (bench/ZONES.md says 
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
-from .zones import PLACES, print_nothing
-
-STAND_IN = (
-    "import sys, time\n"
-    "from bench.zones import Upstream\n"
-    "print(Upstream().url, flush=True)\n"
-    "sys.stdin.read()\n"
-)
+from .zones import PLACES, StandIn, print_nothing
 
 
 def run(reports: int = 3, processes: int = 0) -> dict:
@@ -39,11 +30,9 @@ def run(reports: int = 3, processes: int = 0) -> dict:
 
     me = os.getpid()
 
-    child = subprocess.Popen(
-        [sys.executable, "-c", STAND_IN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    stand_in = StandIn()
     try:
-        url = child.stdout.readline().strip()
+        url = stand_in.url
         at = {"JSHIS_BASE_URL": "jshis", "HAZARD_PORTAL_URL": "portal", "BASEMAP_URL": "pale"}
         urls = {k: f"{url}/{v}" for k, v in at.items()}
         real = make_provider({"LAYER_PROVIDER": "real", "ZONE_PROCESSES": processes} | urls)
@@ -54,13 +43,13 @@ def run(reports: int = 3, processes: int = 0) -> dict:
             cpus, trees, calls, walls = [], [], [], []
             for i in range(reports + 1):
                 sent, cpu, wall = client.requests, time.process_time(), time.monotonic()
-                tree = tree_figure(me, cpu_seconds) - cpu_seconds(child.pid)
+                tree = tree_figure(me, cpu_seconds) - stand_in.cpu_s()
                 run_assessment(
                     area, "en", provider=real, cache=SingleFlightCache(4096), progress=print_nothing
                 )
                 if i:  # the first made the place's plan and masks: kept for later reports
                     cpus.append(time.process_time() - cpu)
-                    after = tree_figure(me, cpu_seconds) - cpu_seconds(child.pid)
+                    after = tree_figure(me, cpu_seconds) - stand_in.cpu_s()
                     trees.append(after - tree)
                     walls.append(time.monotonic() - wall)
                     calls.append(client.requests - sent)
@@ -72,8 +61,7 @@ def run(reports: int = 3, processes: int = 0) -> dict:
             }
         return out
     finally:
-        child.stdin.close()
-        child.wait(10)
+        stand_in.close()
 
 
 if __name__ == "__main__":

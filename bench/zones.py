@@ -48,16 +48,19 @@ class Upstream:
         pshm = (RECORDED / "jshis_pshm_ok.geojson").read_bytes()
         sstrct = (RECORDED / "jshis_sstrct_ok.geojson").read_bytes()
         Image.new("RGB", (256, 256), (242, 240, 234)).save(pale := io.BytesIO(), "PNG")
-        state = self
+        state, painted = self, {}
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802
-                with state.lock:
-                    state.hits[self.path.split("/")[1]] += 1
-                time.sleep(latency)
+                if self.path != "/__hits":
+                    with state.lock:
+                        state.hits[self.path.split("/")[1]] += 1
+                    time.sleep(latency)
                 status, body = 404, b""
                 if self.path.startswith("/pale/"):
                     status, body = 200, pale.getvalue()
+                elif self.path == "/__hits":  # StandIn's count, read from its parent
+                    status, body = 200, json.dumps(state.hits).encode()
                 elif not self.path.startswith(("/portal/", "/jshis/")):
                     status, body = 200, b'"ok"'  # any other upstream (bench/scale.py)
                 elif "/pshm/" in self.path:
@@ -66,7 +69,9 @@ class Upstream:
                     status, body = 200, sstrct
                 elif self.path.startswith("/portal/"):
                     dataset_id, key = self.path.removeprefix("/portal/").split("/", 1)
-                    png = portal.paint(ids[dataset_id], key.removesuffix(".png"))
+                    if self.path not in painted:  # each tile's bytes prepared once
+                        painted[self.path] = portal.paint(ids[dataset_id], key[:-4])
+                    png = painted[self.path]
                     if png is not None:
                         status, body = 200, png
                 self.send_response(status)
@@ -81,6 +86,47 @@ class Upstream:
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+class StandIn:
+    """The Upstream in a process of its own, so its CPU is never the measured process's.
+
+    Its CPU is read from /proc (cpu_s) and its counts over HTTP (hits), beside the worker's.
+    """
+
+    def __init__(self, latency: float = LATENCY_S) -> None:
+        import subprocess
+        import sys
+
+        code = (
+            "import sys; from bench.zones import Upstream\n"
+            f"print(Upstream({latency!r}).url, flush=True); sys.stdin.read()\n"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self.process.stdout.readline().strip()
+
+    @property
+    def hits(self) -> Counter[str]:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "/__hits", timeout=10) as answer:
+            return Counter(json.loads(answer.read()))
+
+    def cpu_s(self) -> float:
+        import os
+
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(10)
 
 
 def rss_mib() -> float:
