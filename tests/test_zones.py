@@ -5,6 +5,7 @@ Tiles here are constructed: PNGs painted with the legend's colours by Pillow, in
 across real outlines from the shipped N03 file. None of them is a recording of the portal.
 """
 
+import dataclasses
 import io
 import json
 import math
@@ -20,6 +21,7 @@ from app.assessment.errors import PlaceNotFound
 from app.assessment.grid import tiles
 from app.assessment.place import outlines
 from app.assessment.report.analysis import LAYERS
+from app.assessment.sources import jshis
 from app.assessment.sources.jshis import LIQUEFACTION_TENDENCY
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
@@ -144,6 +146,14 @@ def test_a_point_covers_a_500_m_circle_in_the_municipality_it_lies_in():
     assert resolve_place("35.6896, 139.7006").name_ja == "新宿区"
     # A ward of a designated city, not the city.
     assert resolve_place("43.0621, 141.3544").name_ja == "札幌市中央区"
+
+
+def test_one_point_with_two_radii_is_two_areas_with_their_own_meshes():
+    # Before: equal and hashed alike, so the mesh cache served the first circle's meshes.
+    small = resolve_place("35.6812, 139.7671")
+    large = dataclasses.replace(small, radius_m=2000.0)
+    assert small != large and len({small, large}) == 2
+    assert len(jshis.mesh_keys(large)) > len(jshis.mesh_keys(small)) > 0
 
 
 @pytest.mark.parametrize("query", ["0.0, 0.0", "35.5, 139.85"])  # far away; Tokyo Bay
