@@ -20,7 +20,7 @@ from app.assessment import resolve_place
 from app.assessment.grid import locate, tiles, zones
 from app.assessment.grid.sampling import mesh250
 from app.assessment.report import maps, spot
-from app.assessment.report.analysis import translate
+from app.assessment.report.analysis import LAYERS, describe, legend_of, translate
 from app.assessment.sources import basemap
 from app.assessment.sources.portal import ZONE_DATASETS, split_key
 from app.assessment.sources.providers import make_provider
@@ -147,6 +147,31 @@ def test_eight_points_of_the_compass(bearing, point) -> None:
 )
 def test_distances_are_rounded_as_a_reader_wants_them(metres, said) -> None:
     assert spot.rounded(metres) == said
+
+
+@pytest.mark.parametrize(
+    ("kind", "en", "ja"),
+    [
+        ("steep_slope", "steep slope: on a planned zone's dashed border",
+         "急傾斜地：指定予定区域の境界線上"),
+        ("debris_flow", "debris flow: on a planned zone's dashed border",
+         "土石流：指定予定区域の境界線上"),
+    ],
+)  # fmt: skip
+def test_a_spot_on_a_planned_zone_s_border_says_so_in_words(kind, en, ja) -> None:
+    # Before: the raw key (steep_slope_planned_border) in both languages.
+    legend = tiles.LEGENDS[ZONE_DATASETS[f"{kind}_zones"]]
+    border = next(i for i, z in enumerate(legend, 1) if z.border)
+    said = spot.zone_spot([(legend, border, {})], legend_of("landslide"))["at_point"]
+    assert said == {"key": f"{kind}_planned_border", "en": en, "ja": ja}
+
+
+def test_a_report_stored_with_the_border_s_raw_key_reads_in_words() -> None:
+    raw = "steep_slope_planned_border"
+    rows = [{"key": layer.key, "index": 0.3, "numbers": {}} for layer in LAYERS]
+    rows[3] |= {"at_point": {"key": raw, "en": raw, "ja": raw}}
+    at = describe(resolve_place(f"{SPOT[0]}, {SPOT[1]}"), "ja", rows)["layers"][3]["at_point"]
+    assert (at["key"], at["ja"]) == (raw, "急傾斜地：指定予定区域の境界線上")
 
 
 def test_the_pixel_under_the_spot_is_the_one_that_holds_it() -> None:

@@ -110,8 +110,8 @@ def _warning(kind: str, image: str, colours: tuple[str, str, str, str]) -> tuple
         ZoneClass(f"{kind}_planned_special", planned_special, 3, "special warning zone (planned)",
                   "特別警戒区域（指定予定）", 4, source, planned=True),
         ZoneClass(f"{kind}_special", special, 4, "special warning zone", "特別警戒区域", 5, source),
-        ZoneClass(f"{kind}_planned_border", BORDER_COLOUR, 0, "planned zone's border",
-                  "指定予定区域の境界線", 0, source, border=True),
+        ZoneClass(f"{kind}_planned_border", BORDER_COLOUR, 0, "on a planned zone's dashed border",
+                  "指定予定区域の境界線上", 0, source, border=True),
     )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..place.area import Area
 from .headline import band, headline
+from .spot import worded
 
 LABELS = {
     "en": ("Very low", "Low", "Moderate", "High", "Very high"),
@@ -232,18 +233,12 @@ def legend_of(key: str) -> list[dict[str, Any]]:
             {"key": k, "colour": c, "en": en, "ja": ja, "rank": i, "dataset": "faults"}
             for i, ((k, _, en, ja), c) in enumerate(zip(SHAKING_BANDS, colours, strict=True), 1)
         ]
-    names = {
-        "debris_flow": ("debris flow", "土石流"),
-        "steep_slope": ("steep slope", "急傾斜地"),
-        "landslide": ("landslide", "地すべり"),
-    }
     rows = []
     for dataset in layer.datasets:
         for zone in LEGENDS[ZONE_DATASETS[dataset]]:
             if zone.border:
                 continue  # recognised on tiles, not a class a reader is shown
-            kind = next((k for k in names if zone.key.startswith(k + "_")), "")
-            en, ja = names.get(kind, ("", ""))
+            en, ja = class_names(zone)
             rows.append(
                 {
                     "key": zone.key,
@@ -253,11 +248,27 @@ def legend_of(key: str) -> list[dict[str, Any]]:
                     "planned": zone.planned,
                     "source": zone.source,
                     "dataset": dataset,
-                    "en": f"{en}: {zone.label_en}" if en else zone.label_en,
-                    "ja": f"{ja}：{zone.label_ja}" if ja else zone.label_ja,
+                    "en": en,
+                    "ja": ja,
                 }
             )
     return rows
+
+
+ZONE_KINDS = {
+    "debris_flow": ("debris flow", "土石流"),
+    "steep_slope": ("steep slope", "急傾斜地"),
+    "landslide": ("landslide", "地すべり"),
+}
+
+
+def class_names(zone: Any) -> tuple[str, str]:
+    """Return a zone class's name in English and Japanese, its kind of landslide first."""
+    kind = next((k for k in ZONE_KINDS if zone.key.startswith(k + "_")), "")
+    if not kind:
+        return zone.label_en, zone.label_ja
+    en, ja = ZONE_KINDS[kind]
+    return f"{en}: {zone.label_en}", f"{ja}：{zone.label_ja}"
 
 
 def level_of(index: float) -> int:
@@ -336,6 +347,7 @@ def describe(
                 "index": row["index"] if level else None,
                 "numbers": dict(row["numbers"]),
                 **{k: row[k] for k in DETAILS if k in row},
+                **({"at_point": worded(row["at_point"])} if "at_point" in row else {}),
             }
         )
     # Only layers with a level count: a zone layer with no zone found, not published or
