@@ -402,7 +402,12 @@ def state_of(row: Mapping[str, Any]) -> str:
         return str(row["state"])
     if row.get("omitted"):
         return OMITTED
-    return ZONES if row["key"] in ZONE_LAYERS else READ
+    if row["key"] not in ZONE_LAYERS:
+        return READ
+    # Before states, a zone layer with no zone found was stored at level 1 with no worst
+    # class: that is "no zone", never "very low". (A row without "worst" at all is not
+    # such a stored row: its index alone says its level.)
+    return NO_ZONE if "worst" in row and row["worst"] is None else ZONES
 
 
 def names_of(layers: Sequence[Mapping[str, Any]], keys: Sequence[str], lang: str) -> str:
