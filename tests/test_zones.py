@@ -20,7 +20,7 @@ from app.assessment import resolve_place
 from app.assessment.errors import PlaceNotFound
 from app.assessment.grid import tiles
 from app.assessment.place import outlines
-from app.assessment.report.analysis import LAYERS
+from app.assessment.report.analysis import LAYERS, describe
 from app.assessment.sources import jshis
 from app.assessment.sources.jshis import LIQUEFACTION_TENDENCY
 from app.assessment.sources.providers import make_provider
@@ -257,6 +257,29 @@ def test_the_landform_class_maps_to_its_liquefaction_tendency(jcode, tendency):
     liquefaction = next(layer for layer in LAYERS if layer.key == "liquefaction")
     row = liquefaction.read({"ground": [{"jcode": jcode, "key": "x"}] * 4})
     assert row["shares"][tendency] == 1.0
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [{"jcode": 24, "key": "x"}] * 4,  # a lake
+        [{"jcode": 23, "key": "x"}, {"jcode": 24, "key": "y"}],  # a river channel and a lake
+        [{"jcode": 0, "key": "x"}, {"jcode": 24, "key": "y"}],  # sea and a lake
+        [{"no_data": True, "key": "x"}, {"jcode": 24, "key": "y"}],
+    ],
+)
+def test_liquefaction_over_water_alone_has_no_level(answers):
+    # Before: no land read as "very low".
+    liquefaction = next(layer for layer in LAYERS if layer.key == "liquefaction")
+    row = {"key": "liquefaction", **liquefaction.read({"ground": answers})}
+    assert row["state"] == "no_data" and row["index"] is None and row["worst"] is None
+    rows = [{"key": k.key, "index": 0.5, "numbers": {}} for k in LAYERS if k.key != "liquefaction"]
+    area = resolve_place("千代田区")
+    for lang, said in (("ja", "陸域のデータがありません（水域または分類なし）"),
+                       ("en", "No data on land (water or not classified)")):  # fmt: skip
+        layer = next(r for r in describe(area, lang, [*rows, row])["layers"]
+                     if r["key"] == "liquefaction")  # fmt: skip
+        assert layer["level"] is None and layer["label"] == said
 
 
 def assess(query: str) -> dict:

@@ -36,9 +36,10 @@ Numbers = dict[str, float]
 # The shares say how much. No class present: state "no_zone", and no level at all.
 NOISE_PIXELS = 4
 # A layer's state: zones found, none found, no open data for the prefecture, not read
-# (the data's terms), or a mesh layer read (liquefaction, shaking).
+# (the data's terms), a mesh layer read (liquefaction, shaking), or a mesh layer whose
+# meshes hold no land with a class (water, unclassified or no answer): no level then.
 ZONES, NO_ZONE, NOT_PUBLISHED = "zones", "no_zone", "not_published"
-OMITTED, READ = "omitted", "read"
+OMITTED, READ, NO_DATA = "omitted", "read", "no_data"
 STATE_LABELS = {
     NO_ZONE: (
         "No designated zone found (not necessarily safe: the data may not be prepared)",
@@ -49,6 +50,10 @@ STATE_LABELS = {
         "この都道府県の公開データはありません",
     ),
     OMITTED: ("Not read (the data's terms of use)", "読み取っていません（データの利用条件）"),
+    NO_DATA: (
+        "No data on land (water or not classified)",
+        "陸域のデータがありません（水域または分類なし）",
+    ),
 }
 # J-SHIS's legend bands of the 30-year probability of JMA intensity 6-lower or more.
 SHAKING_BANDS = (
@@ -148,10 +153,11 @@ def _liquefaction(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[st
         deciding = {"low_or_more_share": round(high + moderate + low, 4)}
     order = ("very_low", "low", "moderate", "high")
     worst = max((t for t in tendencies if t in order), key=order.index, default=None)
+    land = worst is not None  # no mesh of land with a tendency: no level, never "very low"
     return {
-        "index": index_of(level),
-        "state": READ,
-        "numbers": deciding,
+        "index": index_of(level) if land else None,
+        "state": READ if land else NO_DATA,
+        "numbers": deciding if land else {},
         "shares": shares,
         "worst": worst,
         "mapped": bool(with_data),
@@ -351,8 +357,8 @@ def describe(
             }
         )
     # Only layers with a level count: a zone layer with no zone found, not published or
-    # not read has none, and is never "very low" (the liquefaction and shaking layers
-    # always have one, so the headline always has a layer).
+    # not read has none, and is never "very low"; nor has liquefaction over water alone
+    # (the shaking layer always has one, so the headline always has a layer).
     read = [row for row in layers if row["level"]]
     head = headline(read, WEIGHTS)
     score_label = LABELS[lang][head.level - 1]
