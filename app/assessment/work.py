@@ -163,9 +163,14 @@ def run_assessment(
             answers = [(key, fetch(dataset, key) or {"png": None}) for key in tile_keys]
             return [(key, portal.decode_answer(answer)) for key, answer in answers]
 
-        def decoded(tile: Any, pngs: list[tuple[str, bytes | None]]) -> tuple[Any, bool, dict]:
-            """Return a tile's classes from its PNGs (one per prefecture read), in a turn."""
-            classes, missing, unknown = None, True, {}
+        def decoded(
+            tile: Any, pngs: list[tuple[str, bytes | None]]
+        ) -> tuple[Any, bool, dict, dict]:
+            """Return a tile's classes from its PNGs (one per prefecture read), in a turn.
+
+            With the unrecognised colours inside, and those of them that are not edges.
+            """
+            classes, missing, unknown, stray = None, True, {}, {}
             for key, png in pngs:
                 try:
                     # in the pixel pool when there is one (the worker's GIL stays free)
@@ -176,23 +181,25 @@ def run_assessment(
                     inside = masks.get(tile)
                     for colour, n in tiles.unknown_colours(png, found, inside).items():
                         unknown[colour] = unknown.get(colour, 0) + n
+                    for colour, n in tiles.stray_colours(png, found, inside, legend).items():
+                        stray[colour] = stray.get(colour, 0) + n
                 classes = found if classes is None else tiles.merge(classes, found, legend)
                 missing = missing and png is None  # a 404 in one prefecture: no zone there
-            return classes, missing, unknown
+            return classes, missing, unknown, stray
 
-        def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int], Any, locate.Nearest]:
+        def one(tile_key: str) -> tuple[Any, Any, bool, tuple[dict, dict], Any, locate.Nearest]:
             tile, pngs = tiles.parse_tile_key(tile_key), fetched(by_tile[tile_key])
             # A tile's pixel work in one turn (pixels.Turns): only its counts, a shrunk
             # copy and what lies nearest the spot leave it.
             with pixels.turn():
                 if stop.is_set():  # stopped while in line: the turn goes to the next
                     raise Stopped()
-                classes, missing, unknown = decoded(tile, pngs)
+                classes, missing, unknown, stray = decoded(tile, pngs)
                 inside = masks.get(tile)
                 counted = reading.tally(tile, classes, inside)
                 small = locate.shrink(classes, raster.factor, raster.ranks)
                 found = locate.nearest(tile, classes, inside, *here) if here else {}
-            return tile, counted, missing, unknown, small, found
+            return tile, counted, missing, (unknown, stray), small, found
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
         # so at most a batch of tiles' readings waits to be added.
@@ -200,13 +207,14 @@ def run_assessment(
         try:
             batch = list(by_tile)
             for start in range(0, len(batch), 2 * TILE_FETCHERS):
-                for tile, counted, missing, unknown, small, found in fetchers.map(
+                for tile, counted, missing, seen, small, found in fetchers.map(
                     one, batch[start : start + 2 * TILE_FETCHERS]
                 ):
                     reading.take(counted)
                     reading.missing += missing
-                    for colour, n in unknown.items():
-                        reading.unknown[colour] = reading.unknown.get(colour, 0) + n
+                    for colours, kept in zip(seen, (reading.unknown, reading.stray), strict=True):
+                        for colour, n in colours.items():
+                            kept[colour] = kept.get(colour, 0) + n
                     raster.add(tile, small)
                     locate.merge_nearest(near, found)
                     for _ in by_tile[tiles.tile_key(tile)]:
@@ -225,7 +233,7 @@ def run_assessment(
             spot_keys = [f"{pref}/{tile_key}" if pref else tile_key for pref in prefectures]
             pngs = fetched(spot_keys)
             with pixels.turn():
-                classes, _, _ = decoded(tile, pngs)
+                classes, *_ = decoded(tile, pngs)
             spots[dataset] = (legend, locate.class_at(classes, col, row), near)
         return [maps.as_answer(reading, zone_plan)]
 

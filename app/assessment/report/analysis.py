@@ -17,7 +17,6 @@ from typing import Any
 
 from ..place.area import Area
 from .headline import band, headline
-from .spot import worded
 
 LABELS = {
     "en": ("Very low", "Low", "Moderate", "High", "Very high"),
@@ -40,6 +39,10 @@ NOISE_PIXELS = 4
 # meshes hold no land with a class (water, unclassified or no answer): no level then.
 ZONES, NO_ZONE, NOT_PUBLISHED = "zones", "no_zone", "not_published"
 OMITTED, READ, NO_DATA = "omitted", "read", "no_data"
+# A zone layer whose tiles hold colours of no legend class that are not anti-aliased edges
+# (tiles.stray_colours), NOISE_PIXELS or more: they could be any class, the worst too, so
+# the layer has no level (never a lower one) and the report says why.
+UNCERTAIN = "uncertain"
 STATE_LABELS = {
     NO_ZONE: (
         "No designated zone found (not necessarily safe: the data may not be prepared)",
@@ -50,6 +53,10 @@ STATE_LABELS = {
         "この都道府県の公開データはありません",
     ),
     OMITTED: ("Not read (the data's terms of use)", "読み取っていません（データの利用条件）"),
+    UNCERTAIN: (
+        "Uncertain: the tiles hold colours not in the legend, which could be a worse class",
+        "判定できません：凡例にない色があり、より高い区分の可能性があります",
+    ),
     NO_DATA: (
         "No data on land (water or not classified)",
         "陸域のデータがありません（水域または分類なし）",
@@ -83,7 +90,10 @@ def _zone_row(answer: Mapping[str, Any], legend: Sequence[Any]) -> dict[str, Any
     total = sum(counts.values()) or 1
     shares = {key: round(count / total, 6) for key, count in counts.items()}
     present = [z for z in legend if z.level and counts.get(z.key, 0) >= NOISE_PIXELS]
-    return {"shares": shares, "present": present, "total": total}
+    stray = dict(answer.get("stray") or {})
+    if sum(stray.values()) < NOISE_PIXELS:
+        stray = {}
+    return {"shares": shares, "present": present, "total": total, "stray": stray}
 
 
 def _zones_result(
@@ -101,9 +111,12 @@ def _zones_result(
         shares["other"] = round(sum(row["shares"].get("other", 0.0) for _, _, row in rows), 6)
     worst = max(present, key=lambda zone: (zone.level, zone.rank), default=None)
     level = worst.level if worst else None
+    stray = {dataset: row["stray"] for dataset, _, row in rows if row.get("stray")}
+    state = UNCERTAIN if stray else ZONES if worst else NO_ZONE
     return {
-        "state": ZONES if worst else NO_ZONE,
+        "state": state,
         "index": index_of(level) if level else None,
+        **({"stray": stray} if stray else {}),
         "numbers": {"worst_class_share": shares[worst.key]} if worst else {},
         "shares": shares,
         "worst": worst.key if worst else None,
@@ -217,7 +230,7 @@ LAYERS: tuple[Layer, ...] = (
 # What a layer's row carries besides its index and numbers (describe passes them on).
 DETAILS = (
     "shares", "worst", "mapped", "maps", "landforms", "omitted", "legend", "mesh_classes",
-    "state", "reason", "reason_ja", "notes",
+    "state", "reason", "reason_ja", "notes", "stray",
 )  # fmt: skip
 
 
@@ -275,6 +288,20 @@ def class_names(zone: Any) -> tuple[str, str]:
         return zone.label_en, zone.label_ja
     en, ja = ZONE_KINDS[kind]
     return f"{en}: {zone.label_en}", f"{ja}：{zone.label_ja}"
+
+
+def worded(at_point: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a stored at_point in words: reports once stored a border's raw key as its name."""
+    from ..grid.tiles import LEGENDS
+
+    key = at_point["key"]
+    if at_point.get("en") != key:
+        return dict(at_point)
+    zone = next((z for legend in LEGENDS.values() for z in legend if z.key == key), None)
+    if zone is None:
+        return dict(at_point)
+    en, ja = class_names(zone)
+    return {**at_point, "en": en, "ja": ja}
 
 
 def level_of(index: float) -> int:
@@ -392,7 +419,7 @@ def describe(
         "worst": list(head.worst),
         "least": list(head.least),
         **({"circle": circle} if circle else {}),
-        "narrative": text + no_zone_sentence(lang, layers),
+        "narrative": text + no_zone_sentence(lang, layers) + uncertain_sentence(lang, layers),
         # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
         "zones_found": any(row["level"] for row in layers if row["key"] in ZONE_LAYERS),
     }
@@ -447,9 +474,27 @@ NO_ZONE_FOUND = {
 def no_zone_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
     """Say so when no zone layer has a level: never let that read as "very low"."""
     zone_rows = [row for row in layers if row["key"] in ZONE_LAYERS]
-    if any(row["level"] for row in zone_rows):
+    if any(row["level"] or row["state"] == UNCERTAIN for row in zone_rows):
         return ""
     return NO_ZONE_FOUND[lang]
+
+
+def uncertain_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
+    """Name the layers whose level is uncertain: left out of the score, never read lower."""
+    keys = [row["key"] for row in layers if row["state"] == UNCERTAIN]
+    if not keys:
+        return ""
+    names = names_of(layers, keys, lang)
+    if lang == "ja":
+        return (
+            f"{names}は凡例にない色があるためレベルを判定できず、総合スコアに含めていません"
+            "（実際はより高い可能性があります）。"
+        )
+    return (
+        f" The level of {names} could not be told: its tiles hold colours not in the"
+        " legend, which could be a worse class; the overall score leaves it out and could"
+        " be higher."
+    )
 
 
 def spot_level(row: Mapping[str, Any]) -> int | None:
@@ -460,7 +505,7 @@ def spot_level(row: Mapping[str, Any]) -> int | None:
     No zone, a colour not in the legend, water or no data: no level at the spot.
     """
     at = row.get("at_point")
-    if not at or state_of(row) not in (ZONES, NO_ZONE, READ):
+    if not at or state_of(row) not in (ZONES, NO_ZONE, READ, UNCERTAIN):
         return None
     key = at["key"]
     if row["key"] == "liquefaction":

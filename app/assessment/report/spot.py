@@ -31,6 +31,7 @@ def rounded(metres: float) -> int:
 def _label(
     key: str, legend: Sequence[Mapping[str, Any]], zone: ZoneClass | None = None
 ) -> dict[str, str]:
+    """Return a class's key and words: the legend's, else the class's own, else NAMES."""
     from .analysis import class_names
 
     row = next((c for c in legend if c["key"] == key), None)
@@ -72,17 +73,6 @@ def zone_spot(
     ranked = sorted(nearest, key=lambda k: order.index(k) if k in order else len(order))
     at_point = _label(key, legend, worst)
     return {"at_point": at_point, "nearest": {k: nearest[k] for k in ranked}}
-
-
-def worded(at_point: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a stored at_point in words: reports once stored a border's raw key as its name."""
-    from ..grid.tiles import LEGENDS
-
-    key = at_point["key"]
-    if at_point.get("en") != key:
-        return dict(at_point)
-    zone = next((z for legend in LEGENDS.values() for z in legend if z.key == key), None)
-    return {**at_point, **_label(key, (), zone)} if zone else dict(at_point)
 
 
 def mesh_spot(key: str, mesh: str, legend: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
