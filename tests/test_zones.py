@@ -18,13 +18,13 @@ from PIL import Image
 
 from app.assessment import resolve_place
 from app.assessment.errors import PlaceNotFound
-from app.assessment.grid import tiles
+from app.assessment.grid import tiles, zones
 from app.assessment.place import outlines
-from app.assessment.report.analysis import LAYERS, describe
-from app.assessment.sources import jshis
+from app.assessment.report.analysis import LAYERS, describe, translate
+from app.assessment.sources import jshis, terms
 from app.assessment.sources.jshis import LIQUEFACTION_TENDENCY
 from app.assessment.sources.providers import make_provider
-from app.assessment.work import run_assessment
+from app.assessment.work import keys_for, run_assessment
 from app.caches.singleflight import SingleFlightCache
 from tests.conftest import job_id_from
 
@@ -322,6 +322,48 @@ def test_kyoto_omits_the_landslide_layer_with_the_reason():
     assert landslide["mapped"] is False and "京都府" in landslide["omitted"]
     assert not any(name.endswith("_zones") and "slope" in name for name in report["sources"])
     assert report["provenance"]["landslide_terms"]["commercial_use"] == "forbidden"
+
+
+@pytest.mark.parametrize(
+    ("key", "kept"),
+    [("26/17/114992/51909", False), ("25/17/114992/51909", True), ("17/114992/51909", True)],
+)
+def test_a_prefecture_s_landslide_tiles_are_read_only_where_its_terms_allow(key, kept):
+    assert terms.readable_keys([key]) == ([key] if kept else [])
+
+
+OTSU_NEAR_KYOTO = "35.0122, 135.8388"  # 大津市 (Shiga), about 300 m from 京都市山科区
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_a_place_near_a_forbidding_prefecture_reads_none_of_its_tiles_and_says_so(app, lang):
+    # Before: Shiga's terms (permitted) let the report read Kyoto's tiles too, whose terms
+    # forbid commercial use, and print Shiga's terms alone.
+    from flask import render_template
+    from markupsafe import escape
+
+    area = resolve_place(OTSU_NEAR_KYOTO)
+    assert area.name_ja == "大津市" and zones.plan(area).prefectures == ("25", "26")
+    demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+    for dataset in ("debris_flow_zones", "steep_slope_zones", "landslide_zones"):
+        keys = keys_for(area, dataset, demo)
+        assert keys and all(key.startswith("25/") for key in keys)
+    report = assess(OTSU_NEAR_KYOTO)
+    landslide = next(layer for layer in report["layers"] if layer["key"] == "landslide")
+    assert landslide["state"] in ("zones", "no_zone")  # Shiga's part is read
+    (note,) = [note for note in landslide["notes"] if "京都府" in note["ja"]]
+    assert "京都府の部分" in note["ja"] and "in 京都府" in note["en"]
+    prov = report["provenance"]
+    assert prov["landslide_terms"]["prefecture"] == "滋賀県"
+    (kyoto,) = prov["landslide_terms_touched"]
+    assert (kyoto["prefecture"], kyoto["commercial_use"]) == ("京都府", "forbidden")
+    with app.test_request_context():
+        html = render_template("partials/_report.html", report=translate(report, lang))
+    said = {"ja": "京都府の部分は読み取っていません", "en": "its part of the extent is not read"}[
+        lang
+    ]
+    assert 'data-prefecture="京都府"' in html and said in html
+    assert str(escape(note["ja"] if lang == "ja" else note["en"])) in html
 
 
 @pytest.mark.parametrize(("query", "coastal"), [("横浜市中区", True), ("静岡県川根本町", False)])

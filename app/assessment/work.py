@@ -21,7 +21,7 @@ from .grid.sampling import mesh250
 from .place.area import Area
 from .report import maps, provenance, spot
 from .report.analysis import LANGS, LAYERS, Layer, analyse, describe
-from .sources import basemap, coverage, portal
+from .sources import basemap, coverage, portal, terms
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
 Fetched = dict[str, list[dict[str, Any]]]
@@ -67,7 +67,10 @@ def layers_step(keys: list[str]) -> str:
 def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
     """Return the keys by which a dataset is fetched for an area, as its provider asks."""
     keys = getattr(provider, "keys", None)
-    return keys(area, dataset) if keys is not None else default_keys(area, dataset)
+    found = keys(area, dataset) if keys is not None else default_keys(area, dataset)
+    # A prefecture's landslide tiles are read only where its terms allow a sold report:
+    # an extent across a border is not ruled by its own prefecture's terms alone.
+    return terms.readable_keys(found)
 
 
 def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area: Area) -> dict:
