@@ -174,6 +174,42 @@ def test_a_report_stored_with_the_border_s_raw_key_reads_in_words() -> None:
     assert (at["key"], at["ja"]) == (raw, "急傾斜地：指定予定区域の境界線上")
 
 
+@pytest.mark.parametrize(
+    ("query", "by_spot"),
+    [("東京都千代田区丸の内1-9-1", False), (f"{SPOT[0]}, {SPOT[1]}", True)],
+)
+def test_an_address_placed_at_its_chome_is_headed_by_its_circle(app, query, by_spot) -> None:
+    # Before: the town's representative point headed the report (level 1 there) while a
+    # special warning zone lay within the circle (level 5).
+    from flask import render_template
+
+    area = resolve_place(query)
+    at = {"landslide": "none", "seismic": "lt0.1"}
+    index = {"flood": None, "tsunami": None, "liquefaction": 0.1, "landslide": 0.9, "seismic": 0.1}
+    rows = [
+        {"key": layer.key, "index": index[layer.key], "numbers": {}, "legend": legend_of(layer.key),
+         "worst": "steep_slope_special" if layer.key == "landslide" else None,
+         "state": {"flood": "no_zone", "tsunami": "no_zone"}.get(layer.key),
+         **({"at_point": {"key": at[layer.key], "en": "x", "ja": "x"}} if layer.key in at else {})}
+        for layer in LAYERS
+    ]  # fmt: skip
+    for lang in ("ja", "en"):
+        described = describe(area, lang, rows, spot=True)
+        assert ("circle" in described) is by_spot
+        assert described["level"] == (1 if by_spot else 5)
+        if by_spot:
+            continue
+        report = {"area": area.to_dict(), "lang": lang, "provider": "demo",
+                  "generated_at": "2026-12-01T00:00:00+00:00", **described}  # fmt: skip
+        assert translate(report, lang)["level"] == 5
+        with app.test_request_context():
+            html = render_template("partials/_report.html", report=report)
+        whose = "町丁目の代表点" if lang == "ja" else "representative point of the 町丁目"
+        assert whose in described["narrative"] and whose in html
+        assert ">この地点<" not in html and ">At the spot<" not in html
+        assert "この地点：" not in html and "At the spot: " not in html
+
+
 def test_the_pixel_under_the_spot_is_the_one_that_holds_it() -> None:
     tile, col, row = locate.pixel_of(*SPOT, 17)
     west, south, east, north = mercantile.bounds(tile)

@@ -351,13 +351,17 @@ def describe(
     """Write a report's levels, score and narrative in lang from its language-free figures.
 
     spot: a point report headed by what lies at the spot (its layers say so in at_point);
-    reports stored before spots had headlines keep the circle's, in either language.
+    reports stored before spots had headlines keep the circle's, in either language. An
+    address placed only at its 町丁目 (chome_only) is headed by its circle: the pixel under
+    the town's representative point is not the address's, and the circle (up to 4 km)
+    may hold worse.
 
     Only the stored index and numbers of each layer are read, so a stored report can be
     written again in the other language without fetching anything (see translate).
     """
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
+    spot = spot and not chome_only(area)
     by_key = {row["key"]: row for row in scored}
     layers = []
     for layer in LAYERS:
@@ -423,6 +427,11 @@ def describe(
         # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
         "zones_found": any(row["level"] for row in layers if row["key"] in ZONE_LAYERS),
     }
+
+
+def chome_only(area: Area) -> bool:
+    """Tell whether an address is placed only at its 町丁目's representative point."""
+    return bool(area.radius_m) and (area.address or {}).get("precision") == "chome"
 
 
 WEIGHTS = {layer.key: layer.weight for layer in LAYERS}
@@ -556,6 +565,12 @@ def narrative(
     if lang == "ja":
         both = "いずれも" if several else ""
         place = f"{area.prefecture_ja}{area.name_ja}"
+        if chome_only(area):
+            matched = (area.address or {}).get("matched") or place
+            place = (
+                f"{matched}（町丁目の代表点。番地の位置ではありません）から"
+                f"半径{round(area.radius_m)}mの範囲"
+            )
         if around:
             place = f"この地点（{(area.address or {}).get('matched') or place}付近）"
         spot = "この地点の" if around else ""
@@ -579,6 +594,12 @@ def narrative(
     concern = "the greatest concerns are" if several else "the greatest concern is"
     each = "each " if several else ""
     place = f"In {area.name_romaji}, {area.prefecture_romaji}"
+    if chome_only(area):
+        matched = (area.address or {}).get("matched", "")
+        place = (
+            f"Within {round(area.radius_m)} m of the representative point of the 町丁目"
+            f" {matched} ({area.name_romaji}, {area.prefecture_romaji}),"
+        )
     if around:
         place = f"At the spot near {area.name_romaji}, {area.prefecture_romaji},"
     spot = "The spot's overall" if around else "The overall"
