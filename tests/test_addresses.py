@@ -13,7 +13,7 @@ import pytest
 from app.assessment import PlaceAmbiguous, PlaceNotFound, resolve_place
 from app.assessment.place import addresses
 from app.assessment.place.resolver import query_for
-from app.assessment.sources.gsi_address import place_address
+from app.assessment.sources.gsi_address import _names_banchi, place_address
 from tests.conftest import job_id_from, serve_http, signed_in, wait_for
 from tests.test_assessment_jobs import nothing_written
 
@@ -214,6 +214,24 @@ def test_gsi_falls_back_to_the_chome_and_says_why(gsi, status, features, why) ->
     placed = place_address(area, gsi.url + "/AddressSearch")
     assert (placed.lat, placed.lon, placed.address["precision"]) == (area.lat, area.lon, "chome")
     assert placed.address["gsi"] == why
+
+
+# Typed 1 must not accept 12 (nor 9 accept 91): the 番地 after the 町丁目 is one number.
+@pytest.mark.parametrize(
+    ("title", "banchi", "named"),
+    [
+        ("東京都千代田区丸の内一丁目9", "9-1", True),
+        ("東京都千代田区丸の内一丁目9-1", "9-1", True),
+        ("東京都千代田区丸の内一丁目9番", "9", True),
+        ("東京都千代田区丸の内一丁目12", "1", False),
+        ("東京都千代田区丸の内一丁目91", "9-1", False),
+        ("東京都千代田区丸の内一丁目", "9-1", False),
+        ("東京都千代田区丸の内二丁目9", "9-1", False),
+    ],
+)
+def test_gsi_title_names_exactly_the_banchi_typed(title, banchi, named) -> None:
+    address = {"matched": "東京都千代田区丸の内一丁目", "banchi": banchi}
+    assert _names_banchi(title, address) is named
 
 
 @pytest.mark.parametrize("query", ["東京都千代田区丸の内9丁目", "大阪市北区梅田"])

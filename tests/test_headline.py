@@ -1,5 +1,6 @@
 """The report's headline: score, label and worst layer agree for every mix of layers."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,3 +77,31 @@ def test_a_report_with_every_layer_alike_says_so_once():
         "東京都千代田区では、レベルのある項目がすべて同じレベル2（低い）です。"
     )
     assert ja["narrative"].count("レベル2") == 1
+
+
+# Rows as stored before layers had a state: a zone layer with no zone found was index 0.1
+# (level 1) with no worst class; one with zones named its worst class.
+@pytest.mark.parametrize(
+    ("row", "state"),
+    [
+        ({"key": "flood", "index": 0.1, "worst": None}, analysis.NO_ZONE),
+        ({"key": "landslide", "index": 0.1, "worst": None}, analysis.NO_ZONE),
+        ({"key": "flood", "index": 0.5, "worst": "0.5-3"}, analysis.ZONES),
+        ({"key": "tsunami", "index": 0.1, "worst": None, "omitted": "terms"}, analysis.OMITTED),
+        ({"key": "liquefaction", "index": 0.1, "worst": None}, analysis.READ),
+        ({"key": "flood", "index": 0.1, "worst": None, "state": "zones"}, analysis.ZONES),
+    ],
+)
+def test_a_stored_row_s_state_follows_from_its_fields(row, state):
+    assert analysis.state_of(row) == state
+
+
+def test_a_report_stored_before_states_never_reads_no_zone_as_very_low():
+    by_key = {"flood": (0.1, None), "tsunami": (0.1, None), "landslide": (0.1, None),
+              "liquefaction": (0.3, "low"), "seismic": (0.5, "6-26")}  # fmt: skip
+    rows = [{"key": k, "index": i, "worst": w, "numbers": {}} for k, (i, w) in by_key.items()]
+    ja = analysis.describe(area(), "ja", rows)
+    flood = ja["layers"][0]
+    assert flood["level"] is None and flood["label"] != "非常に低い"
+    assert flood["state"] == analysis.NO_ZONE
+    assert "非常に低い" not in ja["narrative"] and ja["least"] == ["liquefaction"]

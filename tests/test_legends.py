@@ -171,6 +171,72 @@ def test_unknown_colours_are_counted_and_over_five_percent_make_the_layer_unread
     assert not tiles.read_tiles(legend, outline, [(tile, encode(pixels))]).unreadable()
 
 
+def mix(a: str, b: str, t: float = 0.5) -> tuple[int, int, int]:
+    return tuple(round(x + t * (y - x)) for x, y in zip(rgb(a), rgb(b), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("rgba", "path", "edge"),
+    [
+        ((*mix("#FFB7B7", "#FF9191"), 255), FLOOD, True),  # between 3-5 m and 5-10 m
+        ((*mix("#FFB7B7", "#FF9191", 0.2), 255), FLOOD, True),
+        ((*(c * 128 // 255 for c in mix("#FFD8C0", "#FFB7B7")), 128), FLOOD, True),  # faded
+        ((*mix("#FA2800", "#1E3C8C"), 255), SLOPE, True),  # a fill under a border's dash
+        ((0x00, 0x80, 0x00, 255), FLOOD, False),  # green: no blend of the depth legend
+        ((0x80, 0x80, 0x80, 255), FLOOD, False),
+        ((0x00, 0xFF, 0xFF, 255), SLOPE, False),
+    ],
+)
+def test_an_edge_is_a_blend_of_two_legend_colours(rgba, path, edge):
+    assert tiles.is_edge(rgba, tiles.LEGENDS[path]) is edge
+
+
+def three_to_five_with(columns: slice, colour: tuple[int, ...]) -> bytes:
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[:, :128] = (*rgb("#FFB7B7"), 255)  # 3-5 m: level 4
+    pixels[:, columns] = colour
+    return encode(pixels)
+
+
+def flood_row(png: bytes) -> tuple[tiles.Reading, dict]:
+    tile, outline = inside_tile()
+    reading = tiles.read_tiles(tiles.LEGENDS[FLOOD], outline, [(tile, png)])
+    answer = {"counts": reading.counts, "rects": [], "stray": reading.stray}
+    return reading, analysis._zones({"flood_zones": [answer]})
+
+
+def test_a_few_stray_colours_make_the_layer_uncertain_never_a_lower_level():
+    # 4 columns of a colour of no class (3 % of the paint, under the 5 % that fails the
+    # layer): before, ignored, and the layer read level 4 though they may be the worst.
+    reading, row = flood_row(three_to_five_with(slice(128, 132), (0x00, 0x80, 0x00, 255)))
+    assert not reading.unreadable() and reading.stray == {"#008000FF": 4 * SIZE}
+    assert row["state"] == analysis.UNCERTAIN and row["stray"]
+    rows = [{"key": "flood", **row}] + [
+        {"key": layer.key, "index": 0.3, "numbers": {}} for layer in analysis.LAYERS[1:]
+    ]
+    for lang, said, sentence in (
+        ("en", "Uncertain: the tiles hold colours not in the legend", "The level of flood"),
+        ("ja", "判定できません：凡例にない色があり", "洪水は凡例にない色があるため"),
+    ):
+        report = analysis.describe(resolve_place("千代田区"), lang, rows)
+        flood = report["layers"][0]
+        assert flood["level"] is None and flood["label"].startswith(said)
+        assert sentence in report["narrative"] and report["level"] == 2
+
+
+def test_an_anti_aliased_edge_between_two_classes_leaves_the_layer_certain():
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[:, :128] = (*rgb("#FFB7B7"), 255)
+    pixels[:, 128] = (*mix("#FFB7B7", "#FF9191"), 255)  # the blended seam
+    pixels[:, 129:] = (*rgb("#FF9191"), 255)
+    pixels[0, 200] = (*mix("#FFB7B7", "#FF9191"), 255)  # alone: not beside another class
+    pixels[0, 199] = pixels[0, 201] = pixels[1, 200] = 0
+    reading, row = flood_row(encode(pixels))
+    assert reading.counts[tiles.UNRECOGNISED] == SIZE + 1
+    assert sum(reading.stray.values()) == 1 and row["state"] == analysis.ZONES
+    assert row["worst"] == "5-10" and analysis.level_of(row["index"]) == 5
+
+
 def test_two_prefectures_tiles_of_one_place_merge_worst_first():
     legend = tiles.LEGENDS[SLIDE]
     index = {zone.key: i for i, zone in enumerate(legend, start=1)}

@@ -20,7 +20,7 @@ from app.assessment import resolve_place
 from app.assessment.grid import locate, tiles, zones
 from app.assessment.grid.sampling import mesh250
 from app.assessment.report import maps, spot
-from app.assessment.report.analysis import translate
+from app.assessment.report.analysis import LAYERS, describe, legend_of, translate
 from app.assessment.sources import basemap
 from app.assessment.sources.portal import ZONE_DATASETS, split_key
 from app.assessment.sources.providers import make_provider
@@ -147,6 +147,67 @@ def test_eight_points_of_the_compass(bearing, point) -> None:
 )
 def test_distances_are_rounded_as_a_reader_wants_them(metres, said) -> None:
     assert spot.rounded(metres) == said
+
+
+@pytest.mark.parametrize(
+    ("kind", "en", "ja"),
+    [
+        ("steep_slope", "steep slope: on a planned zone's dashed border",
+         "急傾斜地：指定予定区域の境界線上"),
+        ("debris_flow", "debris flow: on a planned zone's dashed border",
+         "土石流：指定予定区域の境界線上"),
+    ],
+)  # fmt: skip
+def test_a_spot_on_a_planned_zone_s_border_says_so_in_words(kind, en, ja) -> None:
+    # Before: the raw key (steep_slope_planned_border) in both languages.
+    legend = tiles.LEGENDS[ZONE_DATASETS[f"{kind}_zones"]]
+    border = next(i for i, z in enumerate(legend, 1) if z.border)
+    said = spot.zone_spot([(legend, border, {})], legend_of("landslide"))["at_point"]
+    assert said == {"key": f"{kind}_planned_border", "en": en, "ja": ja}
+
+
+def test_a_report_stored_with_the_border_s_raw_key_reads_in_words() -> None:
+    raw = "steep_slope_planned_border"
+    rows = [{"key": layer.key, "index": 0.3, "numbers": {}} for layer in LAYERS]
+    rows[3] |= {"at_point": {"key": raw, "en": raw, "ja": raw}}
+    at = describe(resolve_place(f"{SPOT[0]}, {SPOT[1]}"), "ja", rows)["layers"][3]["at_point"]
+    assert (at["key"], at["ja"]) == (raw, "急傾斜地：指定予定区域の境界線上")
+
+
+@pytest.mark.parametrize(
+    ("query", "by_spot"),
+    [("東京都千代田区丸の内1-9-1", False), (f"{SPOT[0]}, {SPOT[1]}", True)],
+)
+def test_an_address_placed_at_its_chome_is_headed_by_its_circle(app, query, by_spot) -> None:
+    # Before: the town's representative point headed the report (level 1 there) while a
+    # special warning zone lay within the circle (level 5).
+    from flask import render_template
+
+    area = resolve_place(query)
+    at = {"landslide": "none", "seismic": "lt0.1"}
+    index = {"flood": None, "tsunami": None, "liquefaction": 0.1, "landslide": 0.9, "seismic": 0.1}
+    rows = [
+        {"key": layer.key, "index": index[layer.key], "numbers": {}, "legend": legend_of(layer.key),
+         "worst": "steep_slope_special" if layer.key == "landslide" else None,
+         "state": {"flood": "no_zone", "tsunami": "no_zone"}.get(layer.key),
+         **({"at_point": {"key": at[layer.key], "en": "x", "ja": "x"}} if layer.key in at else {})}
+        for layer in LAYERS
+    ]  # fmt: skip
+    for lang in ("ja", "en"):
+        described = describe(area, lang, rows, spot=True)
+        assert ("circle" in described) is by_spot
+        assert described["level"] == (1 if by_spot else 5)
+        if by_spot:
+            continue
+        report = {"area": area.to_dict(), "lang": lang, "provider": "demo",
+                  "generated_at": "2026-12-01T00:00:00+00:00", **described}  # fmt: skip
+        assert translate(report, lang)["level"] == 5
+        with app.test_request_context():
+            html = render_template("partials/_report.html", report=report)
+        whose = "町丁目の代表点" if lang == "ja" else "representative point of the 町丁目"
+        assert whose in described["narrative"] and whose in html
+        assert ">この地点<" not in html and ">At the spot<" not in html
+        assert "この地点：" not in html and "At the spot: " not in html
 
 
 def test_the_pixel_under_the_spot_is_the_one_that_holds_it() -> None:

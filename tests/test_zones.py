@@ -5,6 +5,7 @@ Tiles here are constructed: PNGs painted with the legend's colours by Pillow, in
 across real outlines from the shipped N03 file. None of them is a recording of the portal.
 """
 
+import dataclasses
 import io
 import json
 import math
@@ -17,12 +18,13 @@ from PIL import Image
 
 from app.assessment import resolve_place
 from app.assessment.errors import PlaceNotFound
-from app.assessment.grid import tiles
+from app.assessment.grid import tiles, zones
 from app.assessment.place import outlines
-from app.assessment.report.analysis import LAYERS
+from app.assessment.report.analysis import LAYERS, describe, translate
+from app.assessment.sources import jshis, terms
 from app.assessment.sources.jshis import LIQUEFACTION_TENDENCY
 from app.assessment.sources.providers import make_provider
-from app.assessment.work import run_assessment
+from app.assessment.work import keys_for, run_assessment
 from app.caches.singleflight import SingleFlightCache
 from tests.conftest import job_id_from
 
@@ -146,6 +148,14 @@ def test_a_point_covers_a_500_m_circle_in_the_municipality_it_lies_in():
     assert resolve_place("43.0621, 141.3544").name_ja == "札幌市中央区"
 
 
+def test_one_point_with_two_radii_is_two_areas_with_their_own_meshes():
+    # Before: equal and hashed alike, so the mesh cache served the first circle's meshes.
+    small = resolve_place("35.6812, 139.7671")
+    large = dataclasses.replace(small, radius_m=2000.0)
+    assert small != large and len({small, large}) == 2
+    assert len(jshis.mesh_keys(large)) > len(jshis.mesh_keys(small)) > 0
+
+
 @pytest.mark.parametrize("query", ["0.0, 0.0", "35.5, 139.85"])  # far away; Tokyo Bay
 def test_a_point_outside_every_outline_is_a_clear_no(query):
     with pytest.raises(PlaceNotFound):
@@ -249,6 +259,29 @@ def test_the_landform_class_maps_to_its_liquefaction_tendency(jcode, tendency):
     assert row["shares"][tendency] == 1.0
 
 
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [{"jcode": 24, "key": "x"}] * 4,  # a lake
+        [{"jcode": 23, "key": "x"}, {"jcode": 24, "key": "y"}],  # a river channel and a lake
+        [{"jcode": 0, "key": "x"}, {"jcode": 24, "key": "y"}],  # sea and a lake
+        [{"no_data": True, "key": "x"}, {"jcode": 24, "key": "y"}],
+    ],
+)
+def test_liquefaction_over_water_alone_has_no_level(answers):
+    # Before: no land read as "very low".
+    liquefaction = next(layer for layer in LAYERS if layer.key == "liquefaction")
+    row = {"key": "liquefaction", **liquefaction.read({"ground": answers})}
+    assert row["state"] == "no_data" and row["index"] is None and row["worst"] is None
+    rows = [{"key": k.key, "index": 0.5, "numbers": {}} for k in LAYERS if k.key != "liquefaction"]
+    area = resolve_place("千代田区")
+    for lang, said in (("ja", "陸域のデータがありません（水域または分類なし）"),
+                       ("en", "No data on land (water or not classified)")):  # fmt: skip
+        layer = next(r for r in describe(area, lang, [*rows, row])["layers"]
+                     if r["key"] == "liquefaction")  # fmt: skip
+        assert layer["level"] is None and layer["label"] == said
+
+
 def assess(query: str) -> dict:
     provider = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
     steps = []
@@ -289,6 +322,48 @@ def test_kyoto_omits_the_landslide_layer_with_the_reason():
     assert landslide["mapped"] is False and "京都府" in landslide["omitted"]
     assert not any(name.endswith("_zones") and "slope" in name for name in report["sources"])
     assert report["provenance"]["landslide_terms"]["commercial_use"] == "forbidden"
+
+
+@pytest.mark.parametrize(
+    ("key", "kept"),
+    [("26/17/114992/51909", False), ("25/17/114992/51909", True), ("17/114992/51909", True)],
+)
+def test_a_prefecture_s_landslide_tiles_are_read_only_where_its_terms_allow(key, kept):
+    assert terms.readable_keys([key]) == ([key] if kept else [])
+
+
+OTSU_NEAR_KYOTO = "35.0122, 135.8388"  # 大津市 (Shiga), about 300 m from 京都市山科区
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_a_place_near_a_forbidding_prefecture_reads_none_of_its_tiles_and_says_so(app, lang):
+    # Before: Shiga's terms (permitted) let the report read Kyoto's tiles too, whose terms
+    # forbid commercial use, and print Shiga's terms alone.
+    from flask import render_template
+    from markupsafe import escape
+
+    area = resolve_place(OTSU_NEAR_KYOTO)
+    assert area.name_ja == "大津市" and zones.plan(area).prefectures == ("25", "26")
+    demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+    for dataset in ("debris_flow_zones", "steep_slope_zones", "landslide_zones"):
+        keys = keys_for(area, dataset, demo)
+        assert keys and all(key.startswith("25/") for key in keys)
+    report = assess(OTSU_NEAR_KYOTO)
+    landslide = next(layer for layer in report["layers"] if layer["key"] == "landslide")
+    assert landslide["state"] in ("zones", "no_zone")  # Shiga's part is read
+    (note,) = [note for note in landslide["notes"] if "京都府" in note["ja"]]
+    assert "京都府の部分" in note["ja"] and "in 京都府" in note["en"]
+    prov = report["provenance"]
+    assert prov["landslide_terms"]["prefecture"] == "滋賀県"
+    (kyoto,) = prov["landslide_terms_touched"]
+    assert (kyoto["prefecture"], kyoto["commercial_use"]) == ("京都府", "forbidden")
+    with app.test_request_context():
+        html = render_template("partials/_report.html", report=translate(report, lang))
+    said = {"ja": "京都府の部分は読み取っていません", "en": "its part of the extent is not read"}[
+        lang
+    ]
+    assert 'data-prefecture="京都府"' in html and said in html
+    assert str(escape(note["ja"] if lang == "ja" else note["en"])) in html
 
 
 @pytest.mark.parametrize(("query", "coastal"), [("横浜市中区", True), ("静岡県川根本町", False)])

@@ -21,7 +21,7 @@ from .grid.sampling import mesh250
 from .place.area import Area
 from .report import maps, provenance, spot
 from .report.analysis import LANGS, LAYERS, Layer, analyse, describe
-from .sources import basemap, coverage, portal
+from .sources import basemap, coverage, portal, terms
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
 Fetched = dict[str, list[dict[str, Any]]]
@@ -67,7 +67,10 @@ def layers_step(keys: list[str]) -> str:
 def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
     """Return the keys by which a dataset is fetched for an area, as its provider asks."""
     keys = getattr(provider, "keys", None)
-    return keys(area, dataset) if keys is not None else default_keys(area, dataset)
+    found = keys(area, dataset) if keys is not None else default_keys(area, dataset)
+    # A prefecture's landslide tiles are read only where its terms allow a sold report:
+    # an extent across a border is not ruled by its own prefecture's terms alone.
+    return terms.readable_keys(found)
 
 
 def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area: Area) -> dict:
@@ -171,7 +174,7 @@ def run_assessment(
                 key = exc.args[0]
                 raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
 
-        def one(tile_key: str) -> tuple[Any, Any, bool, dict[str, int], Any, locate.Nearest]:
+        def one(tile_key: str) -> tuple[Any, Any, bool, tuple[dict, dict], Any, locate.Nearest]:
             tile, pngs = tiles.parse_tile_key(tile_key), fetched(by_tile[tile_key])
             # A tile's pixel work in one turn (pixels.Turns), all of it in the pool when
             # there is one: only its counts, a shrunk copy and what lies nearest the spot
@@ -179,7 +182,7 @@ def run_assessment(
             with pixels.turn():
                 if stop.is_set():  # stopped while in line: the turn goes to the next
                     raise Stopped()
-                counted, missing, unknown, small, found = worked(
+                counted, missing, colours, small, found = worked(
                     pixels.work_tile,
                     tile,
                     pngs,
@@ -190,7 +193,7 @@ def run_assessment(
                     raster.ranks,
                     here,
                 )
-            return tile, counted, missing, unknown, small, found
+            return tile, counted, missing, colours, small, found
 
         # A few tiles at once (the client's per-host limit still holds), a batch at a time,
         # so at most a batch of tiles' readings waits to be added.
@@ -198,13 +201,14 @@ def run_assessment(
         try:
             batch = list(by_tile)
             for start in range(0, len(batch), 2 * TILE_FETCHERS):
-                for tile, counted, missing, unknown, small, found in fetchers.map(
+                for tile, counted, missing, seen, small, found in fetchers.map(
                     one, batch[start : start + 2 * TILE_FETCHERS]
                 ):
                     reading.take(counted)
                     reading.missing += missing
-                    for colour, n in unknown.items():
-                        reading.unknown[colour] = reading.unknown.get(colour, 0) + n
+                    for colours, kept in zip(seen, (reading.unknown, reading.stray), strict=True):
+                        for colour, n in colours.items():
+                            kept[colour] = kept.get(colour, 0) + n
                     raster.add(tile, small)
                     locate.merge_nearest(near, found)
                     for _ in by_tile[tiles.tile_key(tile)]:

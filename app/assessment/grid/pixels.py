@@ -244,10 +244,11 @@ def classes_over(
     pngs: list[tuple[str, bytes | None]],
     legend: tuple[tiles.ZoneClass, ...],
     inside: np.ndarray | None,
-) -> tuple[np.ndarray, bool, dict[str, int]]:
+) -> tuple[np.ndarray, bool, dict[str, int], dict[str, int]]:
     """Return a tile's classes from its PNGs (one per prefecture read), whether every one
-    was missing (404: no zone mapped there), and its unknown colours inside (with inside)."""
-    classes, missing, unknown = None, True, {}
+    was missing (404: no zone mapped there), and, given inside, its unrecognised colours
+    inside and those of them that are not a legend class's anti-aliased edge (stray)."""
+    classes, missing, unknown, stray = None, True, {}, {}
     for key, png in pngs:
         try:
             found = classes_of(png, legend)
@@ -256,10 +257,12 @@ def classes_over(
         if png is not None and inside is not None and (found == -1).any():
             for colour, n in tiles.unknown_colours(png, found, inside).items():
                 unknown[colour] = unknown.get(colour, 0) + n
+            for colour, n in tiles.stray_colours(png, found, inside, legend).items():
+                stray[colour] = stray.get(colour, 0) + n
         classes = found if classes is None else tiles.merge(classes, found, legend)
         missing = missing and png is None
     assert classes is not None, "a tile is read from one PNG at least"
-    return classes, missing, unknown
+    return classes, missing, unknown, stray
 
 
 def work_tile(
@@ -271,20 +274,20 @@ def work_tile(
     factor: int,
     ranks: np.ndarray,
     here: tuple[float, float] | None,
-) -> tuple[Any, bool, dict[str, int], np.ndarray, dict]:
-    """Return all a report keeps of a tile: its tally, missing, unknown colours, its copy
-    shrunk for the map and what lies nearest the spot (here). Bytes in, small answers out,
-    so the whole of it can be worked in the pool, away from the worker's GIL."""
-    classes, missing, unknown = classes_over(pngs, legend, inside)
+) -> tuple[Any, bool, tuple[dict[str, int], dict[str, int]], np.ndarray, dict]:
+    """Return all a report keeps of a tile: its tally, missing, colours (unknown, stray),
+    its copy shrunk for the map and what lies nearest the spot (here). Bytes in, small
+    answers out, so the whole of it can be worked in the pool, away from the worker's GIL."""
+    classes, missing, unknown, stray = classes_over(pngs, legend, inside)
     counted = tiles.Reading(legend, bounds, {}, {}).tally(tile, classes, inside)
     small = locate.shrink(classes, factor, ranks)
     found = locate.nearest(tile, classes, inside, *here) if here else {}
-    return counted, missing, unknown, small, found
+    return counted, missing, (unknown, stray), small, found
 
 
 def class_at(
     pngs: list[tuple[str, bytes | None]], legend: tuple[tiles.ZoneClass, ...], col: int, row: int
 ) -> Any:
     """Return the class of one pixel of a tile read from its PNGs (the spot's)."""
-    classes, _, _ = classes_over(pngs, legend, None)
+    classes, *_ = classes_over(pngs, legend, None)
     return locate.class_at(classes, col, row)

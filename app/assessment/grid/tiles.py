@@ -12,7 +12,10 @@ the pixels whose centres lie inside the outline only:
   that class (classify: the one function where colours meet a legend); an edge at
   partial alpha counts in its class;
 - any other painted pixel is UNRECOGNISED and counted apart: it never passes for a class
-  or for "no zone", and a layer with more than UNKNOWN_LIMIT of them is not read at all.
+  or for "no zone", and a layer with more than UNKNOWN_LIMIT of them is not read at all;
+- of those, a pixel that is not an anti-aliased edge (is_edge: a blend of two legend
+  colours, beside a pixel of a class) is a colour of no known class, "stray": it could be
+  any class, the worst too, so a layer with some makes its level uncertain, however few.
 
 Tile maths (which tiles cover an outline at which zoom) is mercantile's; point-in-outline
 tests are shapely's, vectorised over pixel centres with ``contains_xy``, and only for
@@ -110,8 +113,8 @@ def _warning(kind: str, image: str, colours: tuple[str, str, str, str]) -> tuple
         ZoneClass(f"{kind}_planned_special", planned_special, 3, "special warning zone (planned)",
                   "特別警戒区域（指定予定）", 4, source, planned=True),
         ZoneClass(f"{kind}_special", special, 4, "special warning zone", "特別警戒区域", 5, source),
-        ZoneClass(f"{kind}_planned_border", BORDER_COLOUR, 0, "planned zone's border",
-                  "指定予定区域の境界線", 0, source, border=True),
+        ZoneClass(f"{kind}_planned_border", BORDER_COLOUR, 0, "on a planned zone's dashed border",
+                  "指定予定区域の境界線上", 0, source, border=True),
     )  # fmt: skip
 
 
@@ -223,6 +226,57 @@ def unknown_colours(png: bytes, classes: np.ndarray, inside: np.ndarray) -> dict
         colour = f"#{r:02X}{g:02X}{b:02X}{a:02X}"
         seen[colour] = seen.get(colour, 0) + 1
     return seen
+
+
+EDGE_TOLERANCE = 6  # how far (largest channel) an edge's colour may stray from a blend
+
+
+def is_edge(rgba: tuple[int, int, int, int], legend: tuple[ZoneClass, ...]) -> bool:
+    """Tell whether a colour is a blend of two of the legend's colours, as edges are drawn.
+
+    Its own colour, or (at partial alpha) that colour undone from black, must lie within
+    EDGE_TOLERANCE of the segment between two legend colours (a planned zone's border
+    among them): where two classes meet, an anti-aliased pixel mixes them.
+    """
+    r, g, b, alpha = (int(v) for v in rgba)
+    candidates = [np.array((r, g, b), dtype=float)]
+    if 0 < alpha < 255:
+        candidates.append(np.clip(candidates[0] * 255 / alpha, 0, 255))
+    palette = [np.array(zone.rgb, dtype=float) for zone in zones_of(legend)]
+    if any(zone.border for zone in legend):
+        palette.append(np.array(ZoneClass("", BORDER_COLOUR, 0, "", "").rgb, dtype=float))
+    for colour in candidates:
+        for i, start in enumerate(palette):
+            for end in palette[i + 1 :]:
+                step = end - start
+                t = float(np.clip(np.dot(colour - start, step) / np.dot(step, step), 0, 1))
+                if np.abs(colour - (start + t * step)).max() <= EDGE_TOLERANCE:
+                    return True
+    return False
+
+
+def stray_colours(
+    png: bytes, classes: np.ndarray, inside: np.ndarray, legend: tuple[ZoneClass, ...]
+) -> dict[str, int]:
+    """Return the colours (#RRGGBBAA) of unrecognised pixels inside that are not edges.
+
+    An edge is a blend of two legend colours (is_edge) beside a pixel of a class; any
+    other unrecognised colour is of no known class, and the layer's level is uncertain.
+    """
+    rgba = read_rgba(png)
+    known = np.pad(classes > 0, 1)
+    beside = known[:-2, 1:-1] | known[2:, 1:-1] | known[1:-1, :-2] | known[1:-1, 2:]
+    stray: dict[str, int] = {}
+    edges: dict[tuple[int, ...], bool] = {}
+    unknown = (classes == -1) & inside
+    for (r, g, b, a), near in zip(rgba[unknown].tolist(), beside[unknown].tolist(), strict=True):
+        colour = (r, g, b, a)
+        if colour not in edges:
+            edges[colour] = is_edge(colour, legend)
+        if not (near and edges[colour]):
+            key = f"#{r:02X}{g:02X}{b:02X}{a:02X}"
+            stray[key] = stray.get(key, 0) + 1
+    return stray
 
 
 def merge(first: np.ndarray, second: np.ndarray, legend: tuple[ZoneClass, ...]) -> np.ndarray:
@@ -344,6 +398,7 @@ class Reading:
     tiles: int = 0
     missing: int = 0  # tiles the portal does not have (404): no zone mapped there
     unknown: dict[str, int] = field(default_factory=dict)  # colour seen -> pixels
+    stray: dict[str, int] = field(default_factory=dict)  # of those, not edges -> pixels
 
     @classmethod
     def start(cls, legend: tuple[ZoneClass, ...], outline: BaseGeometry) -> "Reading":
@@ -427,6 +482,8 @@ def read_tiles(
         if png is not None and (classes[inside] == -1).any():
             for colour, n in unknown_colours(png, classes, inside).items():
                 reading.unknown[colour] = reading.unknown.get(colour, 0) + n
+            for colour, n in stray_colours(png, classes, inside, legend).items():
+                reading.stray[colour] = reading.stray.get(colour, 0) + n
     return reading
 
 

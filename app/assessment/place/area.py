@@ -32,7 +32,9 @@ class Area:
     places_as_of: str = field(default="", compare=False)  # the postal data's month
     # A point's report: the circle of this radius around (lat, lon), in the unit named
     # by the fields above (its code then carries the point: "131016@35.68120,139.76710").
-    radius_m: float = field(default=0.0, compare=False)
+    # Compared: one point with two radii is two circles, and caches keyed by the area
+    # (its meshes, its plan) must not serve one for the other.
+    radius_m: float = 0.0
     # What was typed and what it was placed at, for a point or a street address (None for a
     # municipality): {"input", "matched", "precision": "point" | "chome" | "banchi",
     # "banchi": the 番地・号 typed after the 町丁目, "source": who placed it}.

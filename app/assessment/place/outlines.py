@@ -135,14 +135,20 @@ def on_land(geometry: BaseGeometry) -> BaseGeometry:
 PREFECTURE_SHARE = 0.001
 
 
-def prefectures_touching(geometry: BaseGeometry, own: str = "") -> list[str]:
-    """Return the two-digit codes of the prefectures a shape lies in, own first if given."""
+def prefecture_shares(geometry: BaseGeometry) -> dict[str, float]:
+    """Return the share of a shape that lies in each prefecture it touches (two-digit codes)."""
     area = geometry.area or 1e-12
     shares: dict[str, float] = {}
     for code5, unit in units_near(geometry.bounds):
         if unit.intersects(geometry):
             part = unit.intersection(geometry).area / area
             shares[code5[:2]] = shares.get(code5[:2], 0.0) + part
+    return shares
+
+
+def prefectures_touching(geometry: BaseGeometry, own: str = "") -> list[str]:
+    """Return the two-digit codes of the prefectures a shape lies in, own first if given."""
+    shares = prefecture_shares(geometry)
     found = sorted(pref for pref, share in shares.items() if share >= PREFECTURE_SHARE)
     if own and own not in found:
         found.insert(0, own)

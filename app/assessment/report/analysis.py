@@ -35,9 +35,14 @@ Numbers = dict[str, float]
 # The shares say how much. No class present: state "no_zone", and no level at all.
 NOISE_PIXELS = 4
 # A layer's state: zones found, none found, no open data for the prefecture, not read
-# (the data's terms), or a mesh layer read (liquefaction, shaking).
+# (the data's terms), a mesh layer read (liquefaction, shaking), or a mesh layer whose
+# meshes hold no land with a class (water, unclassified or no answer): no level then.
 ZONES, NO_ZONE, NOT_PUBLISHED = "zones", "no_zone", "not_published"
-OMITTED, READ = "omitted", "read"
+OMITTED, READ, NO_DATA = "omitted", "read", "no_data"
+# A zone layer whose tiles hold colours of no legend class that are not anti-aliased edges
+# (tiles.stray_colours), NOISE_PIXELS or more: they could be any class, the worst too, so
+# the layer has no level (never a lower one) and the report says why.
+UNCERTAIN = "uncertain"
 STATE_LABELS = {
     NO_ZONE: (
         "No designated zone found (not necessarily safe: the data may not be prepared)",
@@ -48,6 +53,14 @@ STATE_LABELS = {
         "この都道府県の公開データはありません",
     ),
     OMITTED: ("Not read (the data's terms of use)", "読み取っていません（データの利用条件）"),
+    UNCERTAIN: (
+        "Uncertain: the tiles hold colours not in the legend, which could be a worse class",
+        "判定できません：凡例にない色があり、より高い区分の可能性があります",
+    ),
+    NO_DATA: (
+        "No data on land (water or not classified)",
+        "陸域のデータがありません（水域または分類なし）",
+    ),
 }
 # J-SHIS's legend bands of the 30-year probability of JMA intensity 6-lower or more.
 SHAKING_BANDS = (
@@ -77,7 +90,10 @@ def _zone_row(answer: Mapping[str, Any], legend: Sequence[Any]) -> dict[str, Any
     total = sum(counts.values()) or 1
     shares = {key: round(count / total, 6) for key, count in counts.items()}
     present = [z for z in legend if z.level and counts.get(z.key, 0) >= NOISE_PIXELS]
-    return {"shares": shares, "present": present, "total": total}
+    stray = dict(answer.get("stray") or {})
+    if sum(stray.values()) < NOISE_PIXELS:
+        stray = {}
+    return {"shares": shares, "present": present, "total": total, "stray": stray}
 
 
 def _zones_result(
@@ -95,9 +111,12 @@ def _zones_result(
         shares["other"] = round(sum(row["shares"].get("other", 0.0) for _, _, row in rows), 6)
     worst = max(present, key=lambda zone: (zone.level, zone.rank), default=None)
     level = worst.level if worst else None
+    stray = {dataset: row["stray"] for dataset, _, row in rows if row.get("stray")}
+    state = UNCERTAIN if stray else ZONES if worst else NO_ZONE
     return {
-        "state": ZONES if worst else NO_ZONE,
+        "state": state,
         "index": index_of(level) if level else None,
+        **({"stray": stray} if stray else {}),
         "numbers": {"worst_class_share": shares[worst.key]} if worst else {},
         "shares": shares,
         "worst": worst.key if worst else None,
@@ -147,10 +166,11 @@ def _liquefaction(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[st
         deciding = {"low_or_more_share": round(high + moderate + low, 4)}
     order = ("very_low", "low", "moderate", "high")
     worst = max((t for t in tendencies if t in order), key=order.index, default=None)
+    land = worst is not None  # no mesh of land with a tendency: no level, never "very low"
     return {
-        "index": index_of(level),
-        "state": READ,
-        "numbers": deciding,
+        "index": index_of(level) if land else None,
+        "state": READ if land else NO_DATA,
+        "numbers": deciding if land else {},
         "shares": shares,
         "worst": worst,
         "mapped": bool(with_data),
@@ -210,7 +230,7 @@ LAYERS: tuple[Layer, ...] = (
 # What a layer's row carries besides its index and numbers (describe passes them on).
 DETAILS = (
     "shares", "worst", "mapped", "maps", "landforms", "omitted", "legend", "mesh_classes",
-    "state", "reason", "reason_ja", "notes",
+    "state", "reason", "reason_ja", "notes", "stray",
 )  # fmt: skip
 
 
@@ -232,18 +252,12 @@ def legend_of(key: str) -> list[dict[str, Any]]:
             {"key": k, "colour": c, "en": en, "ja": ja, "rank": i, "dataset": "faults"}
             for i, ((k, _, en, ja), c) in enumerate(zip(SHAKING_BANDS, colours, strict=True), 1)
         ]
-    names = {
-        "debris_flow": ("debris flow", "土石流"),
-        "steep_slope": ("steep slope", "急傾斜地"),
-        "landslide": ("landslide", "地すべり"),
-    }
     rows = []
     for dataset in layer.datasets:
         for zone in LEGENDS[ZONE_DATASETS[dataset]]:
             if zone.border:
                 continue  # recognised on tiles, not a class a reader is shown
-            kind = next((k for k in names if zone.key.startswith(k + "_")), "")
-            en, ja = names.get(kind, ("", ""))
+            en, ja = class_names(zone)
             rows.append(
                 {
                     "key": zone.key,
@@ -253,11 +267,41 @@ def legend_of(key: str) -> list[dict[str, Any]]:
                     "planned": zone.planned,
                     "source": zone.source,
                     "dataset": dataset,
-                    "en": f"{en}: {zone.label_en}" if en else zone.label_en,
-                    "ja": f"{ja}：{zone.label_ja}" if ja else zone.label_ja,
+                    "en": en,
+                    "ja": ja,
                 }
             )
     return rows
+
+
+ZONE_KINDS = {
+    "debris_flow": ("debris flow", "土石流"),
+    "steep_slope": ("steep slope", "急傾斜地"),
+    "landslide": ("landslide", "地すべり"),
+}
+
+
+def class_names(zone: Any) -> tuple[str, str]:
+    """Return a zone class's name in English and Japanese, its kind of landslide first."""
+    kind = next((k for k in ZONE_KINDS if zone.key.startswith(k + "_")), "")
+    if not kind:
+        return zone.label_en, zone.label_ja
+    en, ja = ZONE_KINDS[kind]
+    return f"{en}: {zone.label_en}", f"{ja}：{zone.label_ja}"
+
+
+def worded(at_point: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a stored at_point in words: reports once stored a border's raw key as its name."""
+    from ..grid.tiles import LEGENDS
+
+    key = at_point["key"]
+    if at_point.get("en") != key:
+        return dict(at_point)
+    zone = next((z for legend in LEGENDS.values() for z in legend if z.key == key), None)
+    if zone is None:
+        return dict(at_point)
+    en, ja = class_names(zone)
+    return {**at_point, "en": en, "ja": ja}
 
 
 def level_of(index: float) -> int:
@@ -307,13 +351,17 @@ def describe(
     """Write a report's levels, score and narrative in lang from its language-free figures.
 
     spot: a point report headed by what lies at the spot (its layers say so in at_point);
-    reports stored before spots had headlines keep the circle's, in either language.
+    reports stored before spots had headlines keep the circle's, in either language. An
+    address placed only at its 町丁目 (chome_only) is headed by its circle: the pixel under
+    the town's representative point is not the address's, and the circle (up to 4 km)
+    may hold worse.
 
     Only the stored index and numbers of each layer are read, so a stored report can be
     written again in the other language without fetching anything (see translate).
     """
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {LANGS}, not {lang!r}")
+    spot = spot and not chome_only(area)
     by_key = {row["key"]: row for row in scored}
     layers = []
     for layer in LAYERS:
@@ -336,11 +384,12 @@ def describe(
                 "index": row["index"] if level else None,
                 "numbers": dict(row["numbers"]),
                 **{k: row[k] for k in DETAILS if k in row},
+                **({"at_point": worded(row["at_point"])} if "at_point" in row else {}),
             }
         )
     # Only layers with a level count: a zone layer with no zone found, not published or
-    # not read has none, and is never "very low" (the liquefaction and shaking layers
-    # always have one, so the headline always has a layer).
+    # not read has none, and is never "very low"; nor has liquefaction over water alone
+    # (the shaking layer always has one, so the headline always has a layer).
     read = [row for row in layers if row["level"]]
     head = headline(read, WEIGHTS)
     score_label = LABELS[lang][head.level - 1]
@@ -374,10 +423,15 @@ def describe(
         "worst": list(head.worst),
         "least": list(head.least),
         **({"circle": circle} if circle else {}),
-        "narrative": text + no_zone_sentence(lang, layers),
+        "narrative": text + no_zone_sentence(lang, layers) + uncertain_sentence(lang, layers),
         # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
         "zones_found": any(row["level"] for row in layers if row["key"] in ZONE_LAYERS),
     }
+
+
+def chome_only(area: Area) -> bool:
+    """Tell whether an address is placed only at its 町丁目's representative point."""
+    return bool(area.radius_m) and (area.address or {}).get("precision") == "chome"
 
 
 WEIGHTS = {layer.key: layer.weight for layer in LAYERS}
@@ -390,7 +444,12 @@ def state_of(row: Mapping[str, Any]) -> str:
         return str(row["state"])
     if row.get("omitted"):
         return OMITTED
-    return ZONES if row["key"] in ZONE_LAYERS else READ
+    if row["key"] not in ZONE_LAYERS:
+        return READ
+    # Before states, a zone layer with no zone found was stored at level 1 with no worst
+    # class: that is "no zone", never "very low". (A row without "worst" at all is not
+    # such a stored row: its index alone says its level.)
+    return NO_ZONE if "worst" in row and row["worst"] is None else ZONES
 
 
 def names_of(layers: Sequence[Mapping[str, Any]], keys: Sequence[str], lang: str) -> str:
@@ -424,9 +483,27 @@ NO_ZONE_FOUND = {
 def no_zone_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
     """Say so when no zone layer has a level: never let that read as "very low"."""
     zone_rows = [row for row in layers if row["key"] in ZONE_LAYERS]
-    if any(row["level"] for row in zone_rows):
+    if any(row["level"] or row["state"] == UNCERTAIN for row in zone_rows):
         return ""
     return NO_ZONE_FOUND[lang]
+
+
+def uncertain_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
+    """Name the layers whose level is uncertain: left out of the score, never read lower."""
+    keys = [row["key"] for row in layers if row["state"] == UNCERTAIN]
+    if not keys:
+        return ""
+    names = names_of(layers, keys, lang)
+    if lang == "ja":
+        return (
+            f"{names}は凡例にない色があるためレベルを判定できず、総合スコアに含めていません"
+            "（実際はより高い可能性があります）。"
+        )
+    return (
+        f" The level of {names} could not be told: its tiles hold colours not in the"
+        " legend, which could be a worse class; the overall score leaves it out and could"
+        " be higher."
+    )
 
 
 def spot_level(row: Mapping[str, Any]) -> int | None:
@@ -437,7 +514,7 @@ def spot_level(row: Mapping[str, Any]) -> int | None:
     No zone, a colour not in the legend, water or no data: no level at the spot.
     """
     at = row.get("at_point")
-    if not at or state_of(row) not in (ZONES, NO_ZONE, READ):
+    if not at or state_of(row) not in (ZONES, NO_ZONE, READ, UNCERTAIN):
         return None
     key = at["key"]
     if row["key"] == "liquefaction":
@@ -488,6 +565,12 @@ def narrative(
     if lang == "ja":
         both = "いずれも" if several else ""
         place = f"{area.prefecture_ja}{area.name_ja}"
+        if chome_only(area):
+            matched = (area.address or {}).get("matched") or place
+            place = (
+                f"{matched}（町丁目の代表点。番地の位置ではありません）から"
+                f"半径{round(area.radius_m)}mの範囲"
+            )
         if around:
             place = f"この地点（{(area.address or {}).get('matched') or place}付近）"
         spot = "この地点の" if around else ""
@@ -511,6 +594,12 @@ def narrative(
     concern = "the greatest concerns are" if several else "the greatest concern is"
     each = "each " if several else ""
     place = f"In {area.name_romaji}, {area.prefecture_romaji}"
+    if chome_only(area):
+        matched = (area.address or {}).get("matched", "")
+        place = (
+            f"Within {round(area.radius_m)} m of the representative point of the 町丁目"
+            f" {matched} ({area.name_romaji}, {area.prefecture_romaji}),"
+        )
     if around:
         place = f"At the spot near {area.name_romaji}, {area.prefecture_romaji},"
     spot = "The spot's overall" if around else "The overall"

@@ -22,6 +22,8 @@ def as_answer(reading: tiles.Reading, zone_plan: Plan) -> dict[str, Any]:
         "rects": map_rects(reading.cells),
         "tiles": reading.tiles,
         "missing_tiles": reading.missing,
+        # Colours of no legend class that are not edges (pixels each): the level is uncertain.
+        "stray": dict(reading.stray),
         "bounds": [round(v, 6) for v in reading.bounds],
         **zone_plan.describe(),
     }

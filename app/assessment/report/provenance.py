@@ -1,7 +1,8 @@
 """Where a report's figures come from, with the credit and processing note each source asks.
 
 Shown in the report, its print view and its JSON ("provenance"): one entry per service,
-the statutory disclaimer, and the landslide data's conditions for the place's prefecture.
+the statutory disclaimer, and the landslide data's conditions for the place's prefecture
+(and for every other prefecture whose landslide tiles the extent touches).
 """
 
 from typing import Any
@@ -123,17 +124,29 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
         }
     )
     row = terms.conditions(area)
+    touched = []
+    if any(name in LANDSLIDE_DATASETS for name in sources):
+        # The other prefectures the extent touches: their tiles were read under their own
+        # terms (or not read, where those forbid it), so their terms are printed too.
+        from ..grid.zones import plan
+
+        touched = [_terms(terms.conditions_of(pref)) for pref in plan(area).prefectures[1:]]
     return {
         "services": services,
         "disclaimer_ja": DISCLAIMER_JA,
         "disclaimer_en": DISCLAIMER_EN,
-        "landslide_terms": {
-            "prefecture": row.get("prefecture", ""),
-            "commercial_use": row.get("commercial_use", ""),
-            "conditions_ja": row.get("conditions_ja", ""),
-            "conditions_en": row.get("conditions_en", ""),
-            "statement_ja": row.get("statement_ja", ""),
-            "statement_links": (row.get("statement_links") or "").split(),
-            "source": row.get("source", ""),
-        },
+        "landslide_terms": _terms(row),
+        **({"landslide_terms_touched": touched} if touched else {}),
+    }
+
+
+def _terms(row: dict[str, str]) -> dict[str, Any]:
+    return {
+        "prefecture": row.get("prefecture", ""),
+        "commercial_use": row.get("commercial_use", ""),
+        "conditions_ja": row.get("conditions_ja", ""),
+        "conditions_en": row.get("conditions_en", ""),
+        "statement_ja": row.get("statement_ja", ""),
+        "statement_links": (row.get("statement_links") or "").split(),
+        "source": row.get("source", ""),
     }

@@ -28,9 +28,19 @@ def rounded(metres: float) -> int:
     return max(10, int(round(metres / 10) * 10))
 
 
-def _label(key: str, legend: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def _label(
+    key: str, legend: Sequence[Mapping[str, Any]], zone: ZoneClass | None = None
+) -> dict[str, str]:
+    """Return a class's key and words: the legend's, else the class's own, else NAMES."""
+    from .analysis import class_names
+
     row = next((c for c in legend if c["key"] == key), None)
-    en, ja = (row["en"], row["ja"]) if row else NAMES.get(key, (key, key))
+    if row:
+        en, ja = row["en"], row["ja"]
+    elif zone is not None:  # a class the legend does not show: a planned zone's border
+        en, ja = class_names(zone)
+    else:
+        en, ja = NAMES.get(key, (key, key))
     return {"key": key, "en": en, "ja": ja}
 
 
@@ -61,7 +71,8 @@ def zone_spot(
     key = worst.key if worst else (UNRECOGNISED if other else NO_ZONE)
     order = [c["key"] for c in legend]
     ranked = sorted(nearest, key=lambda k: order.index(k) if k in order else len(order))
-    return {"at_point": _label(key, legend), "nearest": {k: nearest[k] for k in ranked}}
+    at_point = _label(key, legend, worst)
+    return {"at_point": at_point, "nearest": {k: nearest[k] for k in ranked}}
 
 
 def mesh_spot(key: str, mesh: str, legend: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

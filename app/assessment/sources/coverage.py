@@ -46,9 +46,22 @@ def unread(layer: str, area: Any) -> tuple[str, str, str]:
 
 
 def notes(layer: str, area: Any) -> list[dict[str, str]]:
-    """Return what the report says about a layer's partial coverage here, in both languages."""
-    return [
+    """Return what the report says about a layer's partial coverage here, in both languages.
+
+    For the landslide layer, also the part of the extent in a touched prefecture whose
+    terms forbid the use: its tiles are not read (terms.readable_keys).
+    """
+    said = [
         {"en": r["reason_en"], "ja": r["reason_ja"], "source": r["source"], "date": r["retrieved"]}
         for r in rows_for(layer, area)
         if r["published"] == "partly"
     ]
+    if layer == terms.OMITTED_LAYER:
+        from ..grid.zones import plan
+        from ..place.outlines import prefecture_shares
+
+        planned = plan(area)
+        if any(terms.forbidden(pref) for pref in planned.prefectures[1:]):
+            shares = prefecture_shares(planned.outline.geometry)
+            said += terms.part_omitted(planned.prefectures, shares)
+    return said

@@ -82,7 +82,11 @@ def _names_banchi(title: str, address: dict[str, str]) -> bool:
     """Tell whether title is the 町丁目 with a 番地 after it (not the 町丁目 alone)."""
     street, typed = town_key(address["matched"]), town_key(title)
     banchi = re.match(r"[0-9]+", town_key(address["banchi"]))
-    return typed.startswith(street) and bool(banchi) and typed[len(street) :].startswith(banchi[0])
+    if not typed.startswith(street) or not banchi:
+        return False
+    # The whole number, not its start: typed 1 must not accept 12.
+    found = re.match(r"[0-9]+", typed[len(street) :])
+    return bool(found) and found[0] == banchi[0]
 
 
 def _metres(lat1: float, lon1: float, lat2: float, lon2: float) -> float:

@@ -8,6 +8,11 @@ prefecture with its source (data/README.md). Reports are sold, so a prefecture w
 conditions forbid commercial secondary use gets the landslide layer omitted, with the
 reason; a prefecture with conditions keeps the layer, and the report prints the
 conditions and the statement the prefecture requires.
+
+An extent near a prefecture's border reads the tiles of every prefecture it touches: the
+terms of each decide for its own tiles. A touched prefecture whose terms forbid the use is
+not read (readable_keys), the report names the part left out (part_omitted), and the
+conditions and statements of every prefecture touched are printed (conditions_of).
 """
 
 import csv
@@ -29,6 +34,58 @@ def table() -> dict[str, dict[str, str]]:
 def conditions(area: Any) -> dict[str, str]:
     """Return the landslide data's conditions for the area's prefecture."""
     return table().get(str(area.code)[:2], {})
+
+
+def forbidden(pref: str) -> bool:
+    """Tell whether a prefecture's landslide data may not be used in a sold report."""
+    return table().get(pref, {}).get("commercial_use") == "forbidden"
+
+
+def readable_keys(keys: list[str]) -> list[str]:
+    """Return the keys whose prefecture's terms let a sold report read them.
+
+    Landslide keys start with their prefecture ("26/17/x/y"); other datasets' keys are
+    national ("17/x/y") and all kept.
+    """
+    return [key for key in keys if not (key.count("/") == 3 and forbidden(key.split("/")[0]))]
+
+
+def conditions_of(pref: str) -> dict[str, str]:
+    """Return the landslide data's conditions for a prefecture by its two-digit code."""
+    return table().get(pref, {})
+
+
+def part_omitted(
+    prefectures: list[str] | tuple[str, ...], shares: dict[str, float]
+) -> list[dict[str, str]]:
+    """Return a note per touched prefecture (not the first, the place's own) left unread.
+
+    shares: the part of the extent in each prefecture (0 to 1), as the note says it.
+    """
+    notes = []
+    for pref in prefectures[1:]:
+        if forbidden(pref):
+            row, share = table()[pref], max(1, round(100 * shares.get(pref, 0.0)))
+            notes.append(
+                {
+                    "en": (
+                        f"The part of the extent in {row['prefecture']} (about {share} %) is"
+                        f" not read: its landslide data's terms forbid this use"
+                        f" ({row['conditions_en']}). Zones there are not shown, and that part"
+                        " counts as no zone mapped in the shares: it is unknown, not safe."
+                    ),
+                    "ja": (
+                        f"範囲のうち{row['prefecture']}の部分（約{share}%）は読み取っていません"
+                        f"（土砂災害警戒区域のデータの利用条件：{row['conditions_ja']}）。"
+                        "その部分の区域は表示されず、割合では区域なしに数えています"
+                        "（安全という意味ではなく、不明です）。"
+                    ),
+                    "source": row["source"],
+                    "date": "",
+                    "prefecture": pref,
+                }
+            )
+    return notes
 
 
 def omitted(layer: str, area: Any) -> str:
