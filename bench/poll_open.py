@@ -335,6 +335,8 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
     }
     db.truncate()
     server = Server(db.url, f"poll_computing-{variant}-{provider}", **env)
+    if variant.endswith("+pool"):  # the pixel work in a pool of one process beside the worker
+        env["ZONE_PROCESSES"] = "1"
     if variant.startswith("before"):  # the code before: an export of the base revision
         server.cwd = _checkout(variant.partition(":")[2])
         server.env["PYTHONPATH"] = str(server.cwd)
@@ -403,10 +405,12 @@ def while_computing(
     """Rows 2d-2j: the open loop while reports compute, beside the same with jobs sleeping."""
     from .zones import StandIn
 
+    if isinstance(sizes, str):  # --sizes 8,32 when run alone
+        sizes = tuple(int(n) for n in sizes.split(","))
     upstream, out = StandIn(), {"sizes": list(sizes), "work_s": work, "variants": {}}
     loop = {"browsers": browsers, "interval": interval, "duration": duration, "warmup": warmup}
     for variant in variants.split(","):
-        name = f"before:{base}" if variant == "before" else variant
+        name = f"before:{base}" if variant == "before" else variant  # after+pool: a pool of one
         out["variants"][name] = {
             p: _computing(db, upstream, name, p, sizes, work, **loop) for p in providers.split(",")
         }
@@ -418,6 +422,7 @@ def main() -> None:
     if "--computing" in sys.argv:  # rows 2d-2j alone
         sys.argv.remove("--computing")
         options = {"variants": "after", "base": "main", "providers": "demo,real", "browsers": 1000}
+        options["sizes"] = "8,32"
         return run_alone(while_computing, __doc__, **options, work=20.0, duration=15.0, warmup=5.0)
     run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0, rendered=0, rounds=1)
 

@@ -187,7 +187,7 @@ def run_assessment(
                     tile,
                     pngs,
                     legend,
-                    masks.get(tile),
+                    masks.packed(tile),
                     reading.bounds,
                     raster.factor,
                     raster.ranks,

@@ -269,7 +269,7 @@ def work_tile(
     tile: Any,
     pngs: list[tuple[str, bytes | None]],
     legend: tuple[tiles.ZoneClass, ...],
-    inside: np.ndarray,
+    packed: Any,
     bounds: tuple[float, float, float, float],
     factor: int,
     ranks: np.ndarray,
@@ -277,7 +277,9 @@ def work_tile(
 ) -> tuple[Any, bool, tuple[dict[str, int], dict[str, int]], np.ndarray, dict]:
     """Return all a report keeps of a tile: its tally, missing, colours (unknown, stray),
     its copy shrunk for the map and what lies nearest the spot (here). Bytes in, small
-    answers out, so the whole of it can be worked in the pool, away from the worker's GIL."""
+    answers out, so the whole of it can be worked in the pool, away from the worker's GIL;
+    the mask crosses packed (zones.Masks.packed: a bool, or 8 KiB of bits)."""
+    inside = tiles.unpack(packed)
     classes, missing, unknown, stray = classes_over(pngs, legend, inside)
     counted = tiles.Reading(legend, bounds, {}, {}).tally(tile, classes, inside)
     small = locate.shrink(classes, factor, ranks)

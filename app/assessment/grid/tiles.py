@@ -490,3 +490,10 @@ def read_tiles(
 def metres_per_pixel(zoom: int, lat: float) -> float:
     """Return the ground size of one pixel at a zoom and latitude."""
     return 40_075_016.686 * math.cos(math.radians(lat)) / (TILE_SIZE * 2**zoom)
+
+
+def unpack(known: Any) -> np.ndarray:
+    """Return a mask kept by zones.Masks.packed as 256 x 256 bools."""
+    if isinstance(known, bool):
+        return np.full((TILE_SIZE, TILE_SIZE), known, dtype=bool)
+    return np.unpackbits(known)[: TILE_SIZE**2].reshape(TILE_SIZE, -1).astype(bool)

@@ -110,11 +110,4 @@ class Masks:
 
     def get(self, tile: mercantile.Tile) -> np.ndarray:
         """Return which of the tile's pixels are inside the outline."""
-        return unpack(self.packed(tile))
-
-
-def unpack(known: Any) -> np.ndarray:
-    """Return a mask kept by Masks.packed as 256 x 256 bools."""
-    if isinstance(known, bool):
-        return np.full((tiles.TILE_SIZE, tiles.TILE_SIZE), known, dtype=bool)
-    return np.unpackbits(known)[: tiles.TILE_SIZE**2].reshape(tiles.TILE_SIZE, -1).astype(bool)
+        return tiles.unpack(self.packed(tile))
