@@ -1,0 +1,72 @@
+"""One story per report: every number says whose it is, in both languages (issue 47).
+
+A point's report is headed by its spot; the bars, the level table and the zones' shares are
+the circle's worst, and say so with the circle's own radius. The history lists the headline
+the report page shows.
+"""
+
+import re
+
+import pytest
+from flask import render_template
+
+from app.assessment import resolve_place
+from app.assessment.report.analysis import translate
+from app.assessment.sources.providers import make_provider
+from app.assessment.work import run_assessment
+from app.caches.singleflight import SingleFlightCache
+from tests.conftest import job_id_from, signed_in
+from tests.test_jobs import attr, poll_until, settled
+
+YOKOHAMA = "35.4540, 139.6380"  # 横浜市中区: every layer read
+TOKYO = "35.6812, 139.7671"  # 千代田区: Tokyo publishes no tsunami data outside the islands
+FUKUOKA = "33.5902, 130.4017"  # 福岡市中央区: the spot at 40, its circle at 80
+
+
+def demo_report(place: str) -> dict:
+    demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+    return run_assessment(
+        resolve_place(place),
+        "ja",
+        provider=demo,
+        cache=SingleFlightCache(maxsize=4096),
+        progress=lambda step, percent: None,
+    )
+
+
+@pytest.fixture(scope="module")
+def yokohama() -> dict:
+    return demo_report(YOKOHAMA)
+
+
+@pytest.fixture(scope="module")
+def tokyo() -> dict:
+    return demo_report(TOKYO)
+
+
+def widened(report: dict, radius: float, lang: str) -> dict:
+    """The same report as if placed at a 町丁目 read over a wider circle, in lang."""
+    return translate({**report, "area": {**report["area"], "radius_m": radius}}, lang)
+
+
+def rendered(app, report: dict) -> str:
+    with app.test_request_context():
+        return render_template("partials/_report.html", report=report)
+
+
+def between(html: str, start: str, end: str) -> str:
+    begin = html.index(start)
+    return html[begin : html.index(end, begin)]
+
+
+# --- 2. the map caption's circle is the report's own ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "said", "never"),
+    [("ja", "地点から半径1380mの円", "500m"), ("en", "a 1380 m circle around the point", "500 m")],
+)
+def test_the_map_caption_gives_the_report_s_own_radius(app, yokohama, lang, said, never):
+    html = rendered(app, widened(yokohama, 1380, lang))
+    caption = between(html, '<p class="report-extent" data-extent="circle"', "</p>")
+    assert said in caption and never not in caption
