@@ -70,3 +70,15 @@ def test_the_map_caption_gives_the_report_s_own_radius(app, yokohama, lang, said
     html = rendered(app, widened(yokohama, 1380, lang))
     caption = between(html, '<p class="report-extent" data-extent="circle"', "</p>")
     assert said in caption and never not in caption
+
+
+# --- 4. shaking names its intensity ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "intensity"), [("ja", "震度6弱以上"), ("en", "JMA seismic intensity 6 lower or stronger")]
+)
+def test_shaking_says_which_intensity(app, yokohama, lang, intensity):
+    html = rendered(app, translate(yokohama, lang))
+    assert intensity in between(html, '<li data-figure="shaking_prob_30y"', "</li>")
+    assert intensity in between(html, '<li data-layer="seismic"', "</li>")
