@@ -72,6 +72,26 @@ def test_the_map_caption_gives_the_report_s_own_radius(app, yokohama, lang, said
     assert said in caption and never not in caption
 
 
+# --- 3. where a prefecture publishes nothing, the spot reads "no data" ------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "no_data", "no_zone"), [("ja", "データなし", "区域の指定なし"), ("en", "No data", "No zone mapped")]
+)
+def test_an_unpublished_layer_reads_no_data_at_the_spot(app, tokyo, lang, no_data, no_zone):
+    tsunami = next(row for row in tokyo["layers"] if row["key"] == "tsunami")
+    assert tsunami["state"] == "not_published"
+    html = rendered(app, translate(tokyo, lang))
+    line = between(html, '<li data-layer="tsunami"', "</li>")
+    assert no_data in line and no_zone not in line
+
+
+def test_a_new_report_stores_no_data_for_an_unpublished_layer_at_the_spot(tokyo):
+    tsunami = next(row for row in tokyo["layers"] if row["key"] == "tsunami")
+    assert tsunami["at_point"]["key"] == "not_mapped"
+    assert tsunami.get("real") is None  # nothing was read: neither real nor demonstration
+
+
 # --- 4. shaking names its intensity ------------------------------------------------------------
 
 
