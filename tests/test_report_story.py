@@ -102,3 +102,36 @@ def test_shaking_says_which_intensity(app, yokohama, lang, intensity):
     html = rendered(app, translate(yokohama, lang))
     assert intensity in between(html, '<li data-figure="shaking_prob_30y"', "</li>")
     assert intensity in between(html, '<li data-layer="seismic"', "</li>")
+
+
+# --- 5. the demo banner says "all" when all are ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "all_demo", "some"),
+    [
+        ("ja", "デモ用のデータから作成したもので", "一部の項目"),
+        ("en", "Built from demonstration data", "Some layers"),
+    ],
+)
+def test_the_demo_banner_says_all_when_every_read_layer_is_demo(app, tokyo, lang, all_demo, some):
+    # Stored as earlier reports were: the layer not published marked real, as nothing was read.
+    stored = {**tokyo, "layers": [
+        {**row, "real": True} if row["key"] == "tsunami" else row for row in tokyo["layers"]
+    ]}  # fmt: skip
+    html = rendered(app, translate(stored, lang))
+    banner = between(html, '<p class="report-demo"', "</p>")
+    assert all_demo in banner and some not in banner
+    # Nor is the unread layer tagged as real data in the table.
+    row = between(html, '<tr class="report-level-none" data-layer="tsunami"', "</tr>")
+    assert 'data-real="yes"' not in row
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_the_demo_banner_still_says_some_when_one_read_layer_is_real(app, yokohama, lang):
+    stored = {**yokohama, "layers": [
+        {**row, "real": row["key"] == "flood"} for row in yokohama["layers"]
+    ]}  # fmt: skip
+    html = rendered(app, translate(stored, lang))
+    banner = between(html, '<p class="report-demo"', "</p>")
+    assert ("一部の項目" if lang == "ja" else "Some layers") in banner
