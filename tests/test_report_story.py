@@ -76,7 +76,8 @@ def test_the_map_caption_gives_the_report_s_own_radius(app, yokohama, lang, said
 
 
 @pytest.mark.parametrize(
-    ("lang", "no_data", "no_zone"), [("ja", "データなし", "区域の指定なし"), ("en", "No data", "No zone mapped")]
+    ("lang", "no_data", "no_zone"),
+    [("ja", "データなし", "区域の指定なし"), ("en", "No data", "No zone mapped")],
 )
 def test_an_unpublished_layer_reads_no_data_at_the_spot(app, tokyo, lang, no_data, no_zone):
     tsunami = next(row for row in tokyo["layers"] if row["key"] == "tsunami")
@@ -96,7 +97,8 @@ def test_a_new_report_stores_no_data_for_an_unpublished_layer_at_the_spot(tokyo)
 
 
 @pytest.mark.parametrize(
-    ("lang", "intensity"), [("ja", "震度6弱以上"), ("en", "JMA seismic intensity 6 lower or stronger")]
+    ("lang", "intensity"),
+    [("ja", "震度6弱以上"), ("en", "JMA seismic intensity 6 lower or stronger")],
 )
 def test_shaking_says_which_intensity(app, yokohama, lang, intensity):
     html = rendered(app, translate(yokohama, lang))
