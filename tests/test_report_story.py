@@ -59,6 +59,53 @@ def between(html: str, start: str, end: str) -> str:
     return html[begin : html.index(end, begin)]
 
 
+# --- 1. every number says whose it is ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "bars", "table", "shares"),
+    [
+        ("ja", "半径1380mの円", "半径1380mの円", "半径1380mの円"),
+        ("en", "within the 1380 m circle", "within the 1380 m circle", "within the 1380 m circle"),
+    ],
+)
+def test_the_bars_and_tables_say_they_are_the_circle_s_with_its_radius(
+    app, yokohama, lang, bars, table, shares
+):
+    html = rendered(app, widened(yokohama, 1380, lang))
+    assert bars in between(html, '<section class="report-layers"', "<svg")
+    assert bars in between(html, '<title id="report-chart-title"', "</title>")
+    assert table in between(html, '<table class="report-table">', "</caption>")
+    assert shares in between(html, '<table class="report-table report-shares">', "</thead>")
+    # The greatest-hazard line above the score is the spot's, and says so.
+    spot = "この地点" if lang == "ja" else "at the spot"
+    assert spot in between(html, '<p class="report-worst', "</p>")
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_a_municipality_s_bars_name_no_circle(app, lang):
+    html = rendered(app, translate(demo_report("千代田区"), lang))
+    bars = between(html, '<section class="report-layers"', "<svg")
+    assert "半径" not in bars and "circle" not in bars
+
+
+def test_the_history_shows_the_headline_the_report_page_shows(make_app, sql):
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=0)
+    job_id = job_id_from(actions.submit(FUKUOKA, lang="ja"))
+    assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
+    stored = sql("SELECT result FROM assessment_jobs")[0][0]
+    assert stored["score"] != stored["circle"]["score"]  # the spot's and the circle's differ
+    for lang in ("ja", "en"):
+        with client.session_transaction() as session:
+            session["lang"] = lang  # the interface's language, as the language menu sets it
+        page = client.get(f"/assessments/{job_id}?lang={lang}").get_data(as_text=True)
+        score = re.search(r'class="report-score-value">(\d+)<', page)[1]
+        history = client.get("/assessments").get_data(as_text=True)
+        cell = re.search(r'class="history-headline">(.*?)</td>', history, re.S)[1]
+        assert f'data-score="{score}"' in cell, cell
+        assert ("この地点" if lang == "ja" else "at the spot") in cell
+
+
 # --- 2. the map caption's circle is the report's own ------------------------------------------
 
 
