@@ -184,3 +184,41 @@ def test_the_demo_banner_still_says_some_when_one_read_layer_is_real(app, yokoha
     html = rendered(app, translate(stored, lang))
     banner = between(html, '<p class="report-demo"', "</p>")
     assert ("一部の項目" if lang == "ja" else "Some layers") in banner
+
+
+# --- 6. rough edges ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "one", "three"),
+    [("ja", "1ポイントが", "3ポイントが"), ("en", "1 point expires on", "3 points expire on")],
+)
+@pytest.mark.parametrize("path", ["/", "/points"])
+def test_the_balance_says_when_its_points_expire(make_app, sql, lang, one, three, path):
+    from tests.test_purchases import spend
+
+    app, client, actions = signed_in(make_app, POINTS_VALID_DAYS=180)  # 3 welcome points
+    (user_id,) = sql("SELECT id FROM users")[0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, reason, created_at)"
+        " VALUES (%(u)s, 'grant', 2, 'welcome points', now() - interval '100 days')",
+        u=user_id,
+    )
+    spend(sql, user_id, 1)  # from the oldest: 1 of the 2 is left, and the 3 of today
+    due = dict(
+        sql(
+            "SELECT amount, ((created_at + interval '180 days') AT TIME ZONE 'Asia/Tokyo')::date"
+            " FROM point_ledger WHERE kind = 'grant'"
+        )
+    )
+    with client.session_transaction() as session:
+        session["lang"] = lang
+    html = client.get(path).get_data(as_text=True)
+    listed = between(html, 'id="expiry"', "</ul>")
+    assert f'data-expires="{due[2].isoformat()}" data-points="1"' in listed and one in listed
+    assert f'data-expires="{due[3].isoformat()}" data-points="3"' in listed and three in listed
+
+
+def test_points_that_never_expire_show_no_dates(make_app):
+    app, client, actions = signed_in(make_app, POINTS_VALID_DAYS=0)
+    assert 'id="expiry"' not in client.get("/").get_data(as_text=True)
