@@ -222,3 +222,20 @@ def test_the_balance_says_when_its_points_expire(make_app, sql, lang, one, three
 def test_points_that_never_expire_show_no_dates(make_app):
     app, client, actions = signed_in(make_app, POINTS_VALID_DAYS=0)
     assert 'id="expiry"' not in client.get("/").get_data(as_text=True)
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_every_time_zone_in_the_list_has_a_name_of_its_own(lang):
+    from datetime import date
+
+    from app.web import timezones
+
+    for on in (date(2026, 1, 15), date(2026, 7, 15)):  # winter and summer offsets
+        labels = [text for group in timezones.choices(lang, on).values() for _, text in group]
+        repeated = {text for text in labels if labels.count(text) > 1}
+        assert repeated == set()
+    # IANA's old names for a zone (links) are not offered beside it; the zone itself is.
+    zones = dict(pair for group in timezones.choices(lang, date(2026, 1, 15)).values()
+                 for pair in group)  # fmt: skip
+    assert {"America/Tijuana", "Pacific/Pago_Pago", "Europe/Kyiv"} <= set(zones)
+    assert not {"America/Ensenada", "America/Santa_Isabel", "Pacific/Samoa"} & set(zones)
