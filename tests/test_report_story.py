@@ -239,3 +239,20 @@ def test_every_time_zone_in_the_list_has_a_name_of_its_own(lang):
                  for pair in group)  # fmt: skip
     assert {"America/Tijuana", "Pacific/Pago_Pago", "Europe/Kyiv"} <= set(zones)
     assert not {"America/Ensenada", "America/Santa_Isabel", "Pacific/Samoa"} & set(zones)
+
+
+@pytest.mark.parametrize(
+    ("city", "lang"), [("京都市", "ja"), ("Kyoto", "en"), ("相模原市", "ja"), ("浜松市", "en")]
+)
+def test_the_whole_city_preview_suggests_one_of_its_own_wards(make_app, city, lang):
+    from app.assessment.place.gazetteer import gazetteer
+
+    app, client, actions = signed_in(make_app)
+    html = client.get(
+        f"/assessments/place?query={city}", headers={"Accept-Language": lang}
+    ).get_data(as_text=True)
+    example = re.search(r"(?:例：|for example )([^）)]+)[）)]", html)[1]
+    gaz = gazetteer()
+    name = "name_ja" if lang == "ja" else "name_romaji"  # typed as the reader reads it
+    assert any(gaz.is_ward(area) and getattr(area, name) == example for area in gaz.areas)
+    assert resolve_place(example).name_ja.startswith(resolve_place(city).name_ja)

@@ -599,6 +599,7 @@ class Preview:
     postal: str | None = None  # "〒430-0946" when a postal code chose the municipality
     wards: int = 0  # a designated city is assessed whole: its wards, counted
     choices: int = 0  # several places match: the submit will offer them, free
+    example: Area | None = None  # one of the city's own wards, to show how to name one
 
 
 def preview(query: str) -> Preview:
@@ -614,14 +615,16 @@ def preview(query: str) -> Preview:
     code = POSTAL_CODE.match(text)
     number = postal.formatted(postal.normalise(code[1])) if code else None
     gaz = gazetteer()
-    wards = 0
+    wards: list[Area] = []
     if not gaz.is_ward(area):
-        wards = sum(
-            1
+        wards = [
+            other
             for other in gaz.areas
             if gaz.is_ward(other)
             and other.code[:2] == area.code[:2]
             and other.name_ja.startswith(area.name_ja)
             and other.name_ja != area.name_ja
-        )
-    return Preview(query, area, number, wards)
+        ]
+    # The example is a ward the city has (Kyoto has no 中央区): its 中央区 if it has one.
+    wards.sort(key=lambda ward: (not ward.name_ja.endswith("中央区"), ward.code))
+    return Preview(query, area, number, len(wards), example=wards[0] if wards else None)
