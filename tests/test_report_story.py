@@ -256,3 +256,38 @@ def test_the_whole_city_preview_suggests_one_of_its_own_wards(make_app, city, la
     name = "name_ja" if lang == "ja" else "name_romaji"  # typed as the reader reads it
     assert any(gaz.is_ward(area) and getattr(area, name) == example for area in gaz.areas)
     assert resolve_place(example).name_ja.startswith(resolve_place(city).name_ja)
+
+
+# --- 7. places a reader without Japanese can type ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "https://www.google.com/maps/@35.6812,139.7671,15z",
+        "https://www.google.com/maps?q=35.6812,139.7671",
+        "https://maps.google.com/?q=35.6812%2C139.7671",
+        "https://www.google.co.jp/maps/search/?api=1&query=35.6812,139.7671",
+        "https://www.google.com/maps/place/%E6%9D%B1%E4%BA%AC%E9%A7%85/@35.6812,139.7671,17z",
+        # The pin's own place (!3d lat !4d lon) counts over the view's centre (@).
+        "https://www.google.com/maps/place/Tokyo+Station/@35.60,139.70,17z"
+        "/data=!3m1!4b1!4m6!3m5!1s0x0:0x0!8m2!3d35.6812!4d139.7671",
+    ],
+)
+def test_a_google_maps_link_is_read_as_its_point(link):
+    area = resolve_place(link)
+    assert (area.lat, area.lon) == (35.6812, 139.7671)
+    assert area.address["precision"] == "point" and area.name_ja == "千代田区"
+
+
+@pytest.mark.parametrize(
+    ("lang", "said"), [("ja", "入力された地点"), ("en", "around the point you gave")]
+)
+def test_the_preview_reads_a_google_maps_link(make_app, lang, said):
+    app, client, actions = signed_in(make_app)
+    link = "https://www.google.com/maps/@35.6812,139.7671,15z"
+    html = client.get(
+        "/assessments/place", query_string={"query": link}, headers={"Accept-Language": lang}
+    ).get_data(as_text=True)
+    assert 'data-precision="point"' in html and 'data-place-code="131016@' in html
+    assert said in html

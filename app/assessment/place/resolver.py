@@ -19,7 +19,9 @@ Accepted forms:
   元城町1-2") goes by the code; a name and a code that disagree offer both;
 - the local-government code: 5 digits, or 6 whose last is the check digit (validated);
 - a point: "35.6812, 139.7671" (latitude, longitude in decimal degrees), or a GSI map URL
-  whose fragment holds them ("https://maps.gsi.go.jp/#16/35.681236/139.767125/"): the
+  whose fragment holds them ("https://maps.gsi.go.jp/#16/35.681236/139.767125/"), or a
+  Google Maps link (".../maps/@35.6812,139.7671,15z", "?q=35.6812,139.7671", a place's
+  "/place/.../@..." with its pin's "!3d...!4d..."): the
   report covers a 500 m circle around it, named by the municipality whose outline
   (国土数値情報 N03, outlines.py) contains it (a real outline before a coarser stand-in;
   in none, a coarser one within outlines.NEAR_COARSE_KM, whose coast it may cut).
@@ -82,6 +84,16 @@ LAT_LON = re.compile(r"(-?[0-9]{1,3}\.[0-9]+)\s*[,、\s]\s*(-?[0-9]{1,3}\.[0-9]+
 GSI_MAP_URL = re.compile(
     r"maps\.gsi\.go\.jp/.*#[0-9]{1,2}/(-?[0-9]+(?:\.[0-9]+)?)/(-?[0-9]+(?:\.[0-9]+)?)"
 )
+# A Google Maps link: the pin's own place ("!3d35.68!4d139.76" in its data), else the
+# searched point ("?q=35.68,139.76", "query=", "ll="), else the view's centre
+# ("/@35.68,139.76,15z").
+GOOGLE_MAP_URL = re.compile(r"(?:\bgoogle\.[a-z.]+/maps|\bmaps\.google\.[a-z.]+)\S*", re.I)
+_DEGREES = r"(-?[0-9]{1,3}(?:\.[0-9]+)?)"
+GOOGLE_POINTS = (
+    re.compile(rf"!3d{_DEGREES}!4d{_DEGREES}"),
+    re.compile(rf"[?&](?:q|query|ll|center)={_DEGREES}(?:,|%2C)(?:\+|%20)*{_DEGREES}", re.I),
+    re.compile(rf"/@{_DEGREES},{_DEGREES}"),
+)
 JAPAN_BOX = (20.0, 122.0, 46.5, 154.0)  # south, west, north, east
 NEAR_MISSING_KM = 15.0
 POSTAL_CODE = re.compile(r"(?:〒\s*)?([0-9]{3}[-‐‑‒–—―−ー]?[0-9]{4})(?![0-9])")
@@ -125,7 +137,7 @@ def resolve_place(query: str) -> Area:
                 "or its local-government code."
             )
         )
-    if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text):
+    if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text) or google_point(text):
         area = _by_point(float(point[1]), float(point[2]), text)
     elif code := POSTAL_CODE.match(text):
         area = _by_postal_code(text, code)
@@ -136,6 +148,13 @@ def resolve_place(query: str) -> Area:
     if area.address and area.address["input"] != query.strip():  # as typed, for the record
         area = dataclasses.replace(area, address={**area.address, "input": query.strip()})
     return area
+
+
+def google_point(text: str) -> re.Match[str] | None:
+    """Return the latitude and longitude a Google Maps link names (groups 1, 2), if any."""
+    if not (link := GOOGLE_MAP_URL.search(text)):
+        return None
+    return next((m for pattern in GOOGLE_POINTS if (m := pattern.search(link[0]))), None)
 
 
 def _by_point(lat: float, lon: float, typed: str = "") -> Area:
