@@ -11,6 +11,7 @@ import pytest
 from flask import render_template
 
 from app.assessment import resolve_place
+from app.assessment.errors import PlaceAmbiguous
 from app.assessment.report.analysis import translate
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
@@ -291,3 +292,37 @@ def test_the_preview_reads_a_google_maps_link(make_app, lang, said):
     ).get_data(as_text=True)
     assert 'data-precision="point"' in html and 'data-place-code="131016@' in html
     assert said in html
+
+
+@pytest.mark.parametrize(
+    ("typed", "namesakes"),
+    [
+        ("Minato", {"東京都港区", "大阪府大阪市港区", "愛知県名古屋市港区"}),
+        ("minato", {"東京都港区", "大阪府大阪市港区", "愛知県名古屋市港区"}),
+        ("Kita", {"東京都北区", "大阪府大阪市北区", "北海道札幌市北区"}),
+    ],
+)
+def test_a_name_several_municipalities_share_asks_which(typed, namesakes):
+    with pytest.raises(PlaceAmbiguous) as asked:
+        resolve_place(typed)
+    offered = {area.prefecture_ja + area.name_ja for area in asked.value.choices}
+    assert namesakes <= offered
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("Chiyoda", "千代田区"), ("Yokohama", "横浜市"), ("横浜", "横浜市")]
+)
+def test_a_city_s_name_without_its_suffix_still_means_the_city(typed, meant):
+    # 千代田町 (Gunma) and 横浜町 (Aomori) are not namesakes: their names differ in kind.
+    assert resolve_place(typed).name_ja == meant
+
+
+@pytest.mark.parametrize(
+    ("lang", "said"), [("ja", "同じ名前"), ("en", "Several places have this name")]
+)
+def test_the_preview_asks_which_minato(make_app, lang, said):
+    app, client, actions = signed_in(make_app)
+    html = client.get(
+        "/assessments/place", query_string={"query": "Minato"}, headers={"Accept-Language": lang}
+    ).get_data(as_text=True)
+    assert said in html and "data-place-code" not in html

@@ -538,8 +538,14 @@ def _exact(
         return areas
     areas = _in_pref(base.get(key, ()), code2)
     # Without a suffix a name means the city by convention: 横浜 is 横浜市, not 横浜町.
+    # Not over a namesake, though: "Minato" is Tokyo's 港区 as much as 大阪市港区 and
+    # 名古屋市港区, so it asks which, as 港区 does.
     cities = [area for area in areas if gaz.is_city(area)]
-    return cities if len(cities) == 1 else areas
+    if len(cities) == 1 and not any(
+        area is not cities[0] and area.name_ja.endswith(cities[0].name_ja) for area in areas
+    ):
+        return cities
+    return areas
 
 
 def _longest_prefix(
