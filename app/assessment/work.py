@@ -328,7 +328,10 @@ def run_assessment(
             row["maps"] = {
                 dataset: maps.mesh_rects(zone_plan.outline.geometry.bounds, classes, ranks)
             }
-        row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
+        # A layer not read (not published here, or its terms forbid it) is neither real
+        # nor demonstration data: it says nothing of the banner.
+        if fetched.get(row["key"]):
+            row["real"] = all(sources[ds].get("real") for ds in fetched[row["key"]])
         if row["key"] in fetched:
             row.update(draw_zones(row, rasters, zone_plan.outline.geometry.bounds))
             row.update(at_the_spot(row, fetched[row["key"]], spots, here, fetch))
@@ -348,7 +351,7 @@ def run_assessment(
         "provenance": provenance.describe(sources, area),
         "provider": provider.name,
         # The banner: shown while any layer still reads demonstration data.
-        "demo": not all(row["real"] for row in analysed["layers"]),
+        "demo": any(row.get("real") is False for row in analysed["layers"]),
         "cache": counter.as_dict(),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -380,6 +383,8 @@ def at_the_spot(
     if here is None:
         return {}
     legend = row.get("legend", [])
+    if not fetched:  # not published for the place (or not to be read): no data at the spot
+        return {"at_point": spot.no_data(legend)}
     if all(ds in spots for ds in fetched):
         return spot.zone_spot([spots[ds] for ds in fetched], legend)
     mesh = mesh250(*here)

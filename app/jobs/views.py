@@ -13,8 +13,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from ..assessment.report.analysis import LAYERS, WEIGHTS, Layer
-from ..assessment.report.headline import headline
+from ..assessment.report.analysis import LAYERS, Layer, headline_of
 from ..assessment.work import ANALYSING_STEP, LAYERS_STEP
 from ..extensions import db
 from ..operations import failpoints
@@ -311,8 +310,10 @@ def history(
     rows = db.session.execute(
         text(
             "SELECT j.id, j.status, j.error_code, j.query_text, j.lang, j.area, j.created_at,"
-            # The headline of a kept report, so places can be compared down the list.
-            " j.result->'layers' AS layers,"
+            # The headline of a kept report, so places can be compared down the list: the
+            # one its page shows (a point's is its spot's, the circle's beside it).
+            " j.result->'layers' AS layers, j.result->'area' AS report_area,"
+            " j.result->'circle' IS NOT NULL AS spot,"
             f"{BILLING_COLUMNS}{WITH_CONSUME}"
             f" WHERE j.user_id = :u AND {OUTCOME_SQL[outcome]}"
             " ORDER BY j.created_at DESC, j.id DESC LIMIT :n OFFSET :o"
@@ -320,7 +321,12 @@ def history(
         {"u": user_id, "n": limit, "o": offset},
     ).all()
     by_key = {layer.key: layer for layer in LAYERS}
-    heads = [headline(row.layers, WEIGHTS) if row.layers else None for row in rows]
+    heads = [
+        headline_of({"area": row.report_area or row.area, "layers": row.layers}
+                    | ({"circle": True} if row.spot else {}))
+        if row.layers and (row.report_area or row.area) else None
+        for row in rows
+    ]  # fmt: skip
     return [
         {
             **row._mapping,

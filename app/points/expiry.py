@@ -9,6 +9,7 @@ Kept inside six months (180 days by default), the points stay exempt from 資金
 """
 
 import logging
+from typing import Any
 
 from sqlalchemy import text
 
@@ -59,3 +60,29 @@ def expire_lapsed(valid_days: int, batch: int = 500) -> int:
             expired += 1
             log.info("user %s: %s point(s) older than %s days expired", user_id, taken, valid_days)
     return expired
+
+
+def held(user_id: int, valid_days: int) -> list[tuple[Any, int]]:
+    """Return when the points a user holds expire: (expiry time, points), soonest first.
+
+    Read only, by the rule above: the balance is the newest additions within the validity
+    (points are spent oldest first), each lapsing valid_days after it was added.
+    """
+    if valid_days <= 0:
+        return []
+    rows = db.session.execute(
+        text(
+            "SELECT l.created_at + make_interval(days => :days) AS expires_at,"
+            "  least(l.amount, u.point_balance - (l.newer - l.amount)) AS points"
+            " FROM (SELECT created_at, amount, user_id,"
+            "         sum(amount) OVER (ORDER BY created_at DESC, id DESC) AS newer"
+            "       FROM point_ledger WHERE user_id = :u AND amount > 0"
+            "         AND kind IN ('grant', 'purchase', 'support')"
+            "         AND created_at > now() - make_interval(days => :days)) l"
+            " JOIN users u ON u.id = l.user_id"
+            " WHERE l.newer - l.amount < u.point_balance"
+            " ORDER BY l.created_at"
+        ),
+        {"u": user_id, "days": valid_days},
+    ).all()
+    return [(row.expires_at, int(row.points)) for row in rows]

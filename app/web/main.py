@@ -1,12 +1,14 @@
 """The dashboard (the balance, the latest changes, recent assessments) and the point history."""
 
 import functools
+from datetime import date
 
 from flask import Blueprint, current_app, render_template
+from flask_babel import to_user_timezone
 from flask_login import current_user, login_required
 
 from ..jobs import estimate, views
-from ..points import ledger
+from ..points import expiry, ledger
 from . import paging
 
 bp = Blueprint("main", __name__)
@@ -24,6 +26,7 @@ def dashboard():
         "dashboard.html",
         # The balance, its ledger rows and the badges: one moment.
         balance=ledger.balance_snapshot(current_user.id),
+        expiring=expiring(current_user.id),
         entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
         recent=views.history(current_user.id, limit=5),
         typical_seconds=estimate.typical_seconds(),
@@ -37,8 +40,21 @@ def points():
     return render_template(
         "points.html",
         balance=ledger.balance_snapshot(current_user.id),
+        expiring=expiring(current_user.id),
         page=paging.current_page(functools.partial(ledger.history, current_user.id)),
     )
+
+
+def expiring(user_id: int) -> list[tuple[date, int]]:
+    """Return how many of the user's points expire on each day, on the reader's calendar.
+
+    Read after balance_snapshot, in its snapshot: the dates add up to the balance shown.
+    """
+    days: dict[date, int] = {}
+    for expires_at, points in expiry.held(user_id, current_app.config["POINTS_VALID_DAYS"]):
+        day = to_user_timezone(expires_at).date()
+        days[day] = days.get(day, 0) + points
+    return sorted(days.items())
 
 
 @bp.app_context_processor

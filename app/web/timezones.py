@@ -65,6 +65,28 @@ def choices(lang: str, on: date) -> dict[str, list[tuple[str, str]]]:
                 places.append((minutes_of(zone, on), label(zone, lang, on), zone))
             except LookupError:  # a zone Babel's data does not know: not offered
                 continue
-    places.sort()
+    places = one_per_name(places, {text for _, text in common})
     first, every = GROUPS[lang]
     return {first: common, every: [(zone, text) for _, text, zone in places]}
+
+
+def one_per_name(places: list[tuple[int, str, str]], taken: set[str]) -> list[tuple[int, str, str]]:
+    """Keep one zone per label, by offset: the others are IANA's old names for the same time.
+
+    Babel names a zone's links alike (America/Ensenada and America/Santa_Isabel are
+    Tijuana's, Pacific/Samoa is Pago Pago's), so the list said "メキシコ（ティフアナ）時間"
+    three times. The zone kept is the one named after the city the label gives; a label
+    the common zones already hold is not repeated. A saved old name stays choosable
+    (auth.preferences_form adds it).
+    """
+    kept: dict[str, tuple[int, str, str]] = {}
+    for minutes, text, zone in sorted(places, key=lambda p: (not named_after_city(p[2]), p[2])):
+        if text not in taken and text not in kept:
+            kept[text] = (minutes, text, zone)
+    return sorted(kept.values())
+
+
+def named_after_city(zone: str) -> bool:
+    """Say whether a zone's id ends with its CLDR city (Asia/Kolkata, not Asia/Calcutta)."""
+    city = get_timezone_location(zone, locale=Locale("en"), return_city=True)
+    return zone.rsplit("/", 1)[-1].replace("_", " ") == city

@@ -19,7 +19,9 @@ Accepted forms:
   元城町1-2") goes by the code; a name and a code that disagree offer both;
 - the local-government code: 5 digits, or 6 whose last is the check digit (validated);
 - a point: "35.6812, 139.7671" (latitude, longitude in decimal degrees), or a GSI map URL
-  whose fragment holds them ("https://maps.gsi.go.jp/#16/35.681236/139.767125/"): the
+  whose fragment holds them ("https://maps.gsi.go.jp/#16/35.681236/139.767125/"), or a
+  Google Maps link (".../maps/@35.6812,139.7671,15z", "?q=35.6812,139.7671", a place's
+  "/place/.../@..." with its pin's "!3d...!4d..."): the
   report covers a 500 m circle around it, named by the municipality whose outline
   (国土数値情報 N03, outlines.py) contains it (a real outline before a coarser stand-in;
   in none, a coarser one within outlines.NEAR_COARSE_KM, whose coast it may cut).
@@ -82,6 +84,16 @@ LAT_LON = re.compile(r"(-?[0-9]{1,3}\.[0-9]+)\s*[,、\s]\s*(-?[0-9]{1,3}\.[0-9]+
 GSI_MAP_URL = re.compile(
     r"maps\.gsi\.go\.jp/.*#[0-9]{1,2}/(-?[0-9]+(?:\.[0-9]+)?)/(-?[0-9]+(?:\.[0-9]+)?)"
 )
+# A Google Maps link: the pin's own place ("!3d35.68!4d139.76" in its data), else the
+# searched point ("?q=35.68,139.76", "query=", "ll="), else the view's centre
+# ("/@35.68,139.76,15z").
+GOOGLE_MAP_URL = re.compile(r"(?:\bgoogle\.[a-z.]+/maps|\bmaps\.google\.[a-z.]+)\S*", re.I)
+_DEGREES = r"(-?[0-9]{1,3}(?:\.[0-9]+)?)"
+GOOGLE_POINTS = (
+    re.compile(rf"!3d{_DEGREES}!4d{_DEGREES}"),
+    re.compile(rf"[?&](?:q|query|ll|center)={_DEGREES}(?:,|%2C)(?:\+|%20)*{_DEGREES}", re.I),
+    re.compile(rf"/@{_DEGREES},{_DEGREES}"),
+)
 JAPAN_BOX = (20.0, 122.0, 46.5, 154.0)  # south, west, north, east
 NEAR_MISSING_KM = 15.0
 POSTAL_CODE = re.compile(r"(?:〒\s*)?([0-9]{3}[-‐‑‒–—―−ー]?[0-9]{4})(?![0-9])")
@@ -125,7 +137,7 @@ def resolve_place(query: str) -> Area:
                 "or its local-government code."
             )
         )
-    if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text):
+    if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text) or google_point(text):
         area = _by_point(float(point[1]), float(point[2]), text)
     elif code := POSTAL_CODE.match(text):
         area = _by_postal_code(text, code)
@@ -136,6 +148,13 @@ def resolve_place(query: str) -> Area:
     if area.address and area.address["input"] != query.strip():  # as typed, for the record
         area = dataclasses.replace(area, address={**area.address, "input": query.strip()})
     return area
+
+
+def google_point(text: str) -> re.Match[str] | None:
+    """Return the latitude and longitude a Google Maps link names (groups 1, 2), if any."""
+    if not (link := GOOGLE_MAP_URL.search(text)):
+        return None
+    return next((m for pattern in GOOGLE_POINTS if (m := pattern.search(link[0]))), None)
 
 
 def _by_point(lat: float, lon: float, typed: str = "") -> Area:
@@ -519,8 +538,14 @@ def _exact(
         return areas
     areas = _in_pref(base.get(key, ()), code2)
     # Without a suffix a name means the city by convention: 横浜 is 横浜市, not 横浜町.
+    # Not over a namesake, though: "Minato" is Tokyo's 港区 as much as 大阪市港区 and
+    # 名古屋市港区, so it asks which, as 港区 does.
     cities = [area for area in areas if gaz.is_city(area)]
-    return cities if len(cities) == 1 else areas
+    if len(cities) == 1 and not any(
+        area is not cities[0] and area.name_ja.endswith(cities[0].name_ja) for area in areas
+    ):
+        return cities
+    return areas
 
 
 def _longest_prefix(
@@ -599,6 +624,7 @@ class Preview:
     postal: str | None = None  # "〒430-0946" when a postal code chose the municipality
     wards: int = 0  # a designated city is assessed whole: its wards, counted
     choices: int = 0  # several places match: the submit will offer them, free
+    example: Area | None = None  # one of the city's own wards, to show how to name one
 
 
 def preview(query: str) -> Preview:
@@ -614,14 +640,16 @@ def preview(query: str) -> Preview:
     code = POSTAL_CODE.match(text)
     number = postal.formatted(postal.normalise(code[1])) if code else None
     gaz = gazetteer()
-    wards = 0
+    wards: list[Area] = []
     if not gaz.is_ward(area):
-        wards = sum(
-            1
+        wards = [
+            other
             for other in gaz.areas
             if gaz.is_ward(other)
             and other.code[:2] == area.code[:2]
             and other.name_ja.startswith(area.name_ja)
             and other.name_ja != area.name_ja
-        )
-    return Preview(query, area, number, wards)
+        ]
+    # The example is a ward the city has (Kyoto has no 中央区): its 中央区 if it has one.
+    wards.sort(key=lambda ward: (not ward.name_ja.endswith("中央区"), ward.code))
+    return Preview(query, area, number, len(wards), example=wards[0] if wards else None)

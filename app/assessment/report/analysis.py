@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..place.area import Area
-from .headline import band, headline
+from .headline import Headline, band, headline
 
 LABELS = {
     "en": ("Very low", "Low", "Moderate", "High", "Very high"),
@@ -466,6 +466,13 @@ def translate(report: Mapping[str, Any], lang: str) -> dict[str, Any]:
     area = Area.from_dict(report["area"])
     spot = "circle" in report  # headed by its spot when it was made
     return {**report, "lang": lang, **describe(area, lang, report["layers"], spot)}
+
+
+def headline_of(report: Mapping[str, Any]) -> Headline:
+    """Return the headline a stored report's page shows: its spot's, for a point's report."""
+    area = Area.from_dict(report["area"])
+    head = describe(area, "en", report["layers"], "circle" in report)
+    return Headline(head["level"], head["score"], tuple(head["worst"]), tuple(head["least"]))
 
 
 NO_ZONE_FOUND = {

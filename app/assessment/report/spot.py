@@ -17,7 +17,7 @@ SPOT_ZOOM = 17  # the portal's deepest zoom (docs/providers.md)
 NAMES = {
     NO_ZONE: ("No zone mapped", "区域の指定なし"),
     UNRECOGNISED: ("A colour not in the legend", "凡例にない色"),
-    "not_mapped": ("Not mapped (no data)", "データなし"),
+    "not_mapped": ("No data", "データなし"),
 }
 
 
@@ -73,6 +73,11 @@ def zone_spot(
     ranked = sorted(nearest, key=lambda k: order.index(k) if k in order else len(order))
     at_point = _label(key, legend, worst)
     return {"at_point": at_point, "nearest": {k: nearest[k] for k in ranked}}
+
+
+def no_data(legend: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Return the at_point of a layer that was not read for the place: no data there."""
+    return _label("not_mapped", legend)
 
 
 def mesh_spot(key: str, mesh: str, legend: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
