@@ -207,21 +207,44 @@ def flood_row(png: bytes) -> tuple[tiles.Reading, dict]:
 
 def test_a_few_stray_colours_make_the_layer_uncertain_never_a_lower_level():
     # 4 columns of a colour of no class (3 % of the paint, under the 5 % that fails the
-    # layer): before, ignored, and the layer read level 4 though they may be the worst.
-    reading, row = flood_row(three_to_five_with(slice(128, 132), (0x00, 0x80, 0x00, 255)))
+    # layer): before, ignored. Alone they leave the layer with no level (it could be any);
+    # beside a known class that class's level stands as the least it can be, never less.
+    stray = (0x00, 0x80, 0x00, 255)
+    reading, row = flood_row(three_to_five_with(slice(128, 132), stray))
     assert not reading.unreadable() and reading.stray == {"#008000FF": 4 * SIZE}
-    assert row["state"] == analysis.UNCERTAIN and row["stray"]
-    rows = [{"key": "flood", **row}] + [
-        {"key": layer.key, "index": 0.3, "numbers": {}} for layer in analysis.LAYERS[1:]
-    ]
-    for lang, said, sentence in (
-        ("en", "Uncertain: the tiles hold colours not in the legend", "The level of flood"),
-        ("ja", "判定できません：凡例にない色があり", "洪水は凡例にない色があるため"),
+    assert row["state"] == analysis.ZONES and row["stray"] and row["worst"] == "3-5"
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[:, 128:132] = stray  # the stray colour alone
+    alone = flood_row(encode(pixels))[1]
+    assert alone["state"] == analysis.UNCERTAIN and alone["index"] is None
+    others = [{"key": layer.key, "index": 0.3, "numbers": {}} for layer in analysis.LAYERS[1:]]
+    for lang, said, floor, sentence in (
+        (
+            "en",
+            "Uncertain: the tiles hold colours not in the legend",
+            "(at least: colours not in the legend",
+            "The level of flood",
+        ),
+        (
+            "ja",
+            "判定できません：凡例にない色があり",
+            "（以上：凡例にない色があり",
+            "洪水は凡例にない色があるため",
+        ),
     ):
-        report = analysis.describe(resolve_place("千代田区"), lang, rows)
+        report = analysis.describe(
+            resolve_place("千代田区"), lang, [{"key": "flood", **row}, *others]
+        )
+        flood = report["layers"][0]
+        assert flood["level"] == 4 and floor in flood["label"] and report["level"] == 4
+        assert report["zones_found"] and sentence not in report["narrative"]
+        report = analysis.describe(
+            resolve_place("千代田区"), lang, [{"key": "flood", **alone}, *others]
+        )
         flood = report["layers"][0]
         assert flood["level"] is None and flood["label"].startswith(said)
         assert sentence in report["narrative"] and report["level"] == 2
+        assert report["zones_found"]  # never "no designated zone was found" beside it
 
 
 def test_an_anti_aliased_edge_between_two_classes_leaves_the_layer_certain():

@@ -5,6 +5,7 @@ transitions and billing modules' conditional statements; this module only decide
 """
 
 import hashlib
+import logging
 import math
 import uuid
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from ..points.billing import Billing
 from . import estimate, transitions
 from .transitions import STALE
 
+log = logging.getLogger(__name__)
 LATE_HEARTBEATS = 2.5  # missed heartbeats before the page says it is checking
 
 
@@ -303,6 +305,23 @@ OUTCOME_SQL = {
 }
 
 
+def _headline(row: Any) -> Any:
+    """Return the headline a stored report's page shows; None when it cannot be told.
+
+    One report the page cannot read again is that row's loss, never the whole history's.
+    """
+    area = row.report_area or row.area
+    if not row.layers or not area:
+        return None
+    try:
+        return headline_of(
+            {"area": area, "layers": row.layers} | ({"circle": True} if row.spot else {})
+        )
+    except (KeyError, TypeError, ValueError):
+        log.exception("the headline of job %s could not be read again", row.id)
+        return None
+
+
 def history(
     user_id: int, limit: int = 100, offset: int = 0, outcome: str | None = None
 ) -> list[dict[str, Any]]:
@@ -321,12 +340,7 @@ def history(
         {"u": user_id, "n": limit, "o": offset},
     ).all()
     by_key = {layer.key: layer for layer in LAYERS}
-    heads = [
-        headline_of({"area": row.report_area or row.area, "layers": row.layers}
-                    | ({"circle": True} if row.spot else {}))
-        if row.layers and (row.report_area or row.area) else None
-        for row in rows
-    ]  # fmt: skip
+    heads = [_headline(row) for row in rows]
     return [
         {
             **row._mapping,

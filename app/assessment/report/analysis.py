@@ -40,8 +40,11 @@ NOISE_PIXELS = 4
 ZONES, NO_ZONE, NOT_PUBLISHED = "zones", "no_zone", "not_published"
 OMITTED, READ, NO_DATA = "omitted", "read", "no_data"
 # A zone layer whose tiles hold colours of no legend class that are not anti-aliased edges
-# (tiles.stray_colours), NOISE_PIXELS or more: they could be any class, the worst too, so
-# the layer has no level (never a lower one) and the report says why.
+# (tiles.stray_colours), NOISE_PIXELS or more, and no known class: they could be any class,
+# the worst too, so the layer has no level (never a lower one) and the report says why.
+# With a known class as well, that class's level stands as the least it can be (a known
+# special warning zone never leaves the headline for a few stray pixels) and the report
+# says it could be worse.
 UNCERTAIN = "uncertain"
 STATE_LABELS = {
     NO_ZONE: (
@@ -61,6 +64,10 @@ STATE_LABELS = {
         "No data on land (water or not classified)",
         "陸域のデータがありません（水域または分類なし）",
     ),
+}
+AT_LEAST = {
+    "en": " (at least: colours not in the legend could be a worse class)",
+    "ja": "（以上：凡例にない色があり、より高い区分の可能性があります）",
 }
 # J-SHIS's legend bands of the 30-year probability of JMA intensity 6-lower or more.
 SHAKING_BANDS = (
@@ -112,7 +119,7 @@ def _zones_result(
     worst = max(present, key=lambda zone: (zone.level, zone.rank), default=None)
     level = worst.level if worst else None
     stray = {dataset: row["stray"] for dataset, _, row in rows if row.get("stray")}
-    state = UNCERTAIN if stray else ZONES if worst else NO_ZONE
+    state = ZONES if worst else UNCERTAIN if stray else NO_ZONE
     return {
         "state": state,
         "index": index_of(level) if level else None,
@@ -369,6 +376,8 @@ def describe(
         state = state_of(row)
         level = level_of(row["index"]) if state in (ZONES, READ) else None
         label = LABELS[lang][level - 1] if level else STATE_LABELS[state][lang == "ja"]
+        if level and level < 5 and row.get("stray"):  # a known level, the least it can be
+            label += AT_LEAST[lang]
         layers.append(
             {
                 # What else the stored row carries (whether its data is real, say) stays:
@@ -425,7 +434,9 @@ def describe(
         **({"circle": circle} if circle else {}),
         "narrative": text + no_zone_sentence(lang, layers) + uncertain_sentence(lang, layers),
         # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
-        "zones_found": any(row["level"] for row in layers if row["key"] in ZONE_LAYERS),
+        "zones_found": any(
+            row["level"] or row["state"] == UNCERTAIN for row in layers if row["key"] in ZONE_LAYERS
+        ),
     }
 
 
@@ -472,7 +483,8 @@ def headline_of(report: Mapping[str, Any]) -> Headline:
     """Return the headline a stored report's page shows: its spot's, for a point's report."""
     area = Area.from_dict(report["area"])
     head = describe(area, "en", report["layers"], "circle" in report)
-    return Headline(head["level"], head["score"], tuple(head["worst"]), tuple(head["least"]))
+    worst, least = tuple(head["worst"]), tuple(head["least"])
+    return Headline(head["level"], head["score"], worst, least, at_spot="circle" in head)
 
 
 NO_ZONE_FOUND = {
@@ -496,21 +508,34 @@ def no_zone_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
 
 
 def uncertain_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
-    """Name the layers whose level is uncertain: left out of the score, never read lower."""
+    """Name the layers whose level is uncertain: left out of the score, never read lower;
+    and those whose known level is the least they can be (stray colours beside it)."""
     keys = [row["key"] for row in layers if row["state"] == UNCERTAIN]
-    if not keys:
-        return ""
-    names = names_of(layers, keys, lang)
-    if lang == "ja":
-        return (
-            f"{names}は凡例にない色があるためレベルを判定できず、総合スコアに含めていません"
-            "（実際はより高い可能性があります）。"
-        )
-    return (
-        f" The level of {names} could not be told: its tiles hold colours not in the"
-        " legend, which could be a worse class; the overall score leaves it out and could"
-        " be higher."
-    )
+    floors = [row["key"] for row in layers if row["state"] == ZONES and row.get("stray")]
+    said = ""
+    if keys:
+        names = names_of(layers, keys, lang)
+        if lang == "ja":
+            said += (
+                f"{names}は凡例にない色があるためレベルを判定できず、総合スコアに含めていません"
+                "（実際はより高い可能性があります）。"
+            )
+        else:
+            said += (
+                f" The level of {names} could not be determined: its tiles hold colours not"
+                " in the legend, which could be a worse class; the overall score leaves it"
+                " out and could be higher."
+            )
+    if floors:
+        names = names_of(layers, floors, lang)
+        if lang == "ja":
+            said += f"{names}には凡例にない色もあり、実際は表示のレベルより高い可能性があります。"
+        else:
+            said += (
+                f" {names} also shows colours not in the legend: its level is the least it"
+                " can be, and could be higher."
+            )
+    return said
 
 
 def spot_level(row: Mapping[str, Any]) -> int | None:

@@ -36,6 +36,7 @@ class Headline:
     score: int
     worst: tuple[str, ...]  # keys of every layer at the worst level, in report order
     least: tuple[str, ...]  # keys of every layer at the mildest level
+    at_spot: bool = False  # a point's headline, read at the spot (not its circle's)
 
 
 def headline(layers: Sequence[Mapping[str, Any]], weights: Mapping[str, float]) -> Headline:

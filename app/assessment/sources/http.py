@@ -114,7 +114,9 @@ class Client:
             handle.setopt(pycurl.HEADERFUNCTION, lines.append)
             handle.perform()  # the GIL is released for the whole transfer
             status = handle.getinfo(pycurl.RESPONSE_CODE)
-        except pycurl.error:
+            handle.setopt(pycurl.WRITEFUNCTION, _discard)  # the idle handle keeps no body
+            handle.setopt(pycurl.HEADERFUNCTION, _discard)
+        except BaseException:
             handle.close()  # its connection is in an unknown state: never reused
             raise
         with self._lock:
@@ -140,6 +142,8 @@ class Client:
                 with self._slot(url):
                     self.requests += 1
                     response = self._send(url, policy.timeout)
+            except UnicodeError as exc:  # a URL libcurl cannot take (not ASCII)
+                raise UpstreamError("the connection failed", None, repr(exc)) from exc
             except pycurl.error as exc:
                 code = exc.args[0] if exc.args else None
                 if code == pycurl.E_OPERATION_TIMEDOUT:
@@ -162,6 +166,10 @@ class Client:
             idle, self._idle = self._idle, []
         for handle in idle:
             handle.close()
+
+
+def _discard(data: bytes) -> None:
+    """Take what a handle writes between calls and keep none of it."""
 
 
 def _headers(lines: list[bytes]) -> dict[str, str]:
