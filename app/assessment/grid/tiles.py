@@ -231,12 +231,14 @@ def unknown_colours(png: bytes, classes: np.ndarray, inside: np.ndarray) -> dict
 EDGE_TOLERANCE = 6  # how far (largest channel) an edge's colour may stray from a blend
 
 
+@lru_cache(maxsize=4096)
 def is_edge(rgba: tuple[int, int, int, int], legend: tuple[ZoneClass, ...]) -> bool:
     """Tell whether a colour is a blend of two of the legend's colours, as edges are drawn.
 
     Its own colour, or (at partial alpha) that colour undone from black, must lie within
     EDGE_TOLERANCE of the segment between two legend colours (a planned zone's border
-    among them): where two classes meet, an anti-aliased pixel mixes them.
+    among them): where two classes meet, an anti-aliased pixel mixes them. Kept per
+    process (about 1 ms a colour; a dataset's tiles share their edge colours).
     """
     r, g, b, alpha = (int(v) for v in rgba)
     candidates = [np.array((r, g, b), dtype=float)]
@@ -267,13 +269,9 @@ def stray_colours(
     known = np.pad(classes > 0, 1)
     beside = known[:-2, 1:-1] | known[2:, 1:-1] | known[1:-1, :-2] | known[1:-1, 2:]
     stray: dict[str, int] = {}
-    edges: dict[tuple[int, ...], bool] = {}
     unknown = (classes == -1) & inside
     for (r, g, b, a), near in zip(rgba[unknown].tolist(), beside[unknown].tolist(), strict=True):
-        colour = (r, g, b, a)
-        if colour not in edges:
-            edges[colour] = is_edge(colour, legend)
-        if not (near and edges[colour]):
+        if not (near and is_edge((r, g, b, a), legend)):
             key = f"#{r:02X}{g:02X}{b:02X}{a:02X}"
             stray[key] = stray.get(key, 0) + 1
     return stray
