@@ -361,7 +361,10 @@ class Chaos:
             wrong.append(f"{len(idle)} users never had a page checked")
         if (check := ledger_check(self.db.url)).returncode != 0:
             wrong.append(f"ledger-check: {check.stdout.strip()} {check.stderr.strip()[-300:]}")
-        return wrong + self.cluster.log_faults() + self.outages.errors
+        # A death or a log line is excused only by a fault this run recorded, by its time.
+        faults = self.outages.windows
+        wrong += self.cluster.judge(faults) + self.cluster.log_faults(faults)
+        return wrong + self.outages.errors
 
     def sessions(self) -> list[tuple]:
         """Every Checkout Session with its status and ledger rows, for Storm.books()."""
@@ -436,8 +439,8 @@ class Chaos:
             ("5xx answers retried to success / never",
              hooks("5xx answers retried to success", "5xx answers never retried to success")),
             ("posts cut off, no answer (sent again)", hooks("posts cut off (no answer)")),
-            ("queue workers that ended on a database error in a fault (restarted)",
-             len(self.cluster.gave_up_logs)),
+            ("queue workers that ended on a database error in a recorded fault (restarted)",
+             len(self.cluster.gave_up)),
             ("tracebacks in the logs (read them; not a verdict)", self.cluster.tracebacks()),
             ("**invariant violations**", f"**{len(self.violations)}**"),
         ]  # fmt: skip

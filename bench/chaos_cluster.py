@@ -4,8 +4,9 @@ Each slot (web1, web2, worker1, worker2) holds one process at a time. The killer
 a whole web instance (master and worker), a web instance's worker alone (its master
 starts another) or a queue worker, only while the other slot of its kind is up and
 unarmed; the slot comes back, half the time armed with a failpoint that SIGKILLs the
-process itself at a named step of the job's life. A process that dies unarmed and
-unkilled is a fault of the product, and says so.
+process itself at a named step of the job's life. A process that dies without the killer
+is a fault of the product unless its own log shows its failpoint fired, or that it ended on
+a database error inside or right after a fault the run recorded (bench/chaos_logs.py).
 """
 
 import collections
@@ -17,10 +18,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 
+from .chaos_logs import Window, death_excused, log_faults
 from .common import Server, Worker, log
 
 LEASE, HEARTBEAT, POLL, WORK, SWEEP = 2.0, 0.4, 0.5, 1.0, 1.0
@@ -89,18 +92,15 @@ class Slot:
             self.child.stop(sig)
 
 
-def ended_on_database_error(log: bytes) -> bool:
-    """Tell from its log whether a queue worker ended itself on a database error.
+@dataclass
+class Death:
+    """A process that died without the killer, judged at the end against the faults."""
 
-    During a fault longer than a lease, procrastinate's workers prune each other's rows
-    as stalled, and the pruned one stops at its next fetch (a ConnectorException over
-    the row's ForeignKeyViolation); or procrastinate's listener loses the database and
-    its run returns, which the worker ends on with code 1 (app/jobs/worker.py). Either
-    way a supervisor restarts it.
-    """
-    before, stopped, after = log.rpartition(b"worker stopped by an error")
-    unasked = b"stopped without being told to" in after and b"connection failed" in before[-4000:]
-    return bool(stopped) and (b"ConnectorException" in after or unasked)
+    slot: str
+    log_path: Path
+    armed: str | None
+    code: int | None
+    seen: float  # wall clock, when the watcher found it dead
 
 
 class Cluster:
@@ -114,7 +114,8 @@ class Cluster:
         self.slots = [Slot(k, f"{k}{i}", db_url, logs, env) for k in kinds for i in (1, 2)]
         self.kills: collections.Counter[str] = collections.Counter()
         self.timeline: list[tuple[float, str]] = []  # (wall clock, which kill)
-        self.gave_up_logs: set[str] = set()  # the logs of the workers that gave_up()
+        self.deaths: list[Death] = []  # the processes that died without the killer
+        self.gave_up: list[Death] = []  # those a database error in a recorded fault ended
         self.stopping = threading.Event()
         self.helpers: list[threading.Thread] = []
         self.lock = threading.Lock()
@@ -162,24 +163,45 @@ class Cluster:
                     time.sleep(0.5)
 
     def watch(self) -> None:
-        """Bring back the processes that died without the killer: at failpoints, or faults."""
+        """Bring back the processes that died without the killer: at failpoints, or faults.
+
+        Each death is judged at the end (judge()), once every fault's window is recorded.
+        """
         while not self.stopping.is_set():
             for slot in self.slots:
                 if slot.ready and not slot.alive():
                     slot.ready = False
                     code = slot.process().returncode
-                    if not slot.armed and not self.gave_up(slot):
-                        self.fault(f"{slot.name} died unarmed and unkilled (exit {code})")
+                    death = Death(slot.name, slot.child.log_path, slot.armed, code, time.time())
+                    with self.lock:
+                        self.deaths.append(death)
+                    log(f"{death.slot} died (exit {code}, armed {death.armed}); judged at the end")
                     self.later(self.restart, slot)
             time.sleep(0.1)
 
-    def gave_up(self, slot: Slot) -> bool:
-        """Tell whether a queue worker ended itself on a database error (not a crash)."""
-        if slot.kind == "worker" and ended_on_database_error(slot.child.log_path.read_bytes()):
-            with self.lock:
-                self.gave_up_logs.add(slot.child.log_path.name)
-            return True
-        return False
+    def judge(self, faults: list[Window]) -> list[str]:
+        """Say which deaths neither a failpoint nor a database error in a recorded fault explains.
+
+        A web process never ends itself: only its failpoint explains its death.
+        """
+        wrong = []
+        with self.lock:
+            deaths = list(self.deaths)
+        self.gave_up = []
+        for death in deaths:
+            text = death.log_path.read_text(errors="replace")
+            why = death_excused(text, faults, death.armed, death.code)
+            if why.startswith("failpoint"):
+                continue
+            if why and death.slot.startswith("worker"):
+                self.gave_up.append(death)
+            else:
+                armed = f"armed {death.armed}" if death.armed else "unarmed"
+                wrong.append(
+                    f"{death.log_path.name} died {armed} and unkilled (exit {death.code}) at"
+                    f" {death.seen:.1f}, no failpoint or recorded fault explains it"
+                )
+        return wrong
 
     def kill_one(self) -> bool:
         """SIGKILL one process whose kind has another up and unarmed; False if none may go."""
@@ -269,21 +291,11 @@ class Cluster:
         for slot in self.slots:
             slot.stop()
 
-    def log_faults(self) -> list[str]:
-        """Say what the logs show went wrong in a queue worker that a kill cannot explain."""
+    def log_faults(self, faults: list[Window]) -> list[str]:
+        """Say what the logs show went wrong that no kill or recorded fault explains."""
         wrong = []
         for path in sorted(self.logs.glob("*.log")):
-            text = path.read_text(errors="replace")
-            # Not a procrastinate task whose end a database fault kept from being written
-            # (ConnectorException): the books check that its task ends with its job's outcome.
-            lost = re.findall(r"never retrieved\nfuture: [^\n]*exception=(\w+)", text)
-            if n := sum(1 for name in lost if name != "ConnectorException"):
-                wrong.append(f"{path.name}: {n} x task exception never retrieved")
-            # Nor a worker whose row another pruned while a fault stalled its heartbeat, read
-            # from its log: the killer may have taken it while it was ending.
-            pruned = path.name in self.gave_up_logs or ended_on_database_error(text.encode())
-            if not pruned and (n := text.count("ForeignKeyViolation")):
-                wrong.append(f"{path.name}: {n} x ForeignKeyViolation")
+            wrong += log_faults(path.name, path.read_text(errors="replace"), faults)
         return wrong
 
     def tracebacks(self) -> int:

@@ -5,7 +5,8 @@ import shutil
 import pytest
 
 from bench.chaos import Chaos
-from bench.chaos_cluster import ended_on_database_error
+from bench.chaos_cluster import Cluster, Death
+from bench.chaos_logs import death_excused, log_faults, wall_clock
 
 pytestmark = pytest.mark.server
 
@@ -44,25 +45,163 @@ def test_a_short_chaos_run_keeps_the_books_and_its_checker_sees_a_lie():
     shutil.rmtree(chaos.logs, ignore_errors=True)
 
 
-STOPPED = (
-    b"ERROR [app.jobs.worker] worker stopped by an error\nTraceback (most recent call last):\n"
+# The logs below are CONSTRUCTED (not recorded from a run), in app/operations/logs.py's text
+# format and with the tracebacks Python prints for procrastinate's and psycopg's errors.
+START = "2026-12-02 05:43:10,002 INFO procrastinate.worker: Starting worker on queue 'jobs'\n"
+FETCH = (
+    'Traceback (most recent call last):\n  File "procrastinate/sync_psycopg_connector.py",'
+    " line 29, in wrap_exceptions\n    yield\n"
+)
+PRUNED = (
+    FETCH + 'psycopg.errors.ForeignKeyViolation: insert or update on table "procrastinate_jobs"'
+    ' violates foreign key constraint "procrastinate_jobs_worker_id_fkey"\n'
+    'DETAIL:  Key (worker_id)=(41) is not present in table "procrastinate_workers".\n'
+)
+CONNECTOR = (
+    "\nThe above exception was the direct cause of the following exception:\n\n"
+    'Traceback (most recent call last):\n  File "app/jobs/worker.py", line 163, in run\n'
+    '    asyncio.run(main())\n  File "procrastinate/sync_psycopg_connector.py", line 44,'
+    " in wrap_exceptions\n    raise exceptions.ConnectorException from exc\n"
+    "procrastinate.exceptions.ConnectorException: \n    Database error.\n    \n"
+)
+HANDLING = (
+    "\nDuring handling of the above exception, another exception occurred:\n\n"
+    'Traceback (most recent call last):\n  File "app/jobs/worker.py", line 170, in run\n'
+    "    settled_job = jobs[job_id]\nKeyError: 'job_id'\n"
+)
+REFUSED = (
+    'psycopg.OperationalError: connection failed: connection to server at "127.0.0.1", port'
+    " 41234 failed: Connection refused\n\tIs the server running on that host and accepting"
+    " TCP/IP connections?\n"
+)
+UNASKED = (
+    'Traceback (most recent call last):\n  File "app/jobs/worker.py", line 152, in main\n'
+    "RuntimeError: the queue worker stopped without being told to\n"
 )
 
 
-@pytest.mark.parametrize(
-    "log,restart",
-    [
-        # pruned while a fault stalled its heartbeat: the fetch's ForeignKeyViolation
-        (STOPPED + b"psycopg.errors.ForeignKeyViolation\nprocrastinate.exceptions."
-         b"ConnectorException: \n", True),
-        # procrastinate's listener lost the database and its run returned
-        (b"psycopg.OperationalError: connection failed: refused\n" + STOPPED
-         + b"RuntimeError: the queue worker stopped without being told to\n", True),
-        (STOPPED + b"RuntimeError: the queue worker stopped without being told to\n", False),
-        (STOPPED + b"ZeroDivisionError: division by zero\n", False),
-        (b"psycopg.errors.ForeignKeyViolation\nConnectorException\n", False),  # never stopped
-    ],
-    ids=["pruned", "listener-lost", "unasked-no-fault", "crash", "running"],
+def stop(at: str, traceback: str) -> str:
+    return f"2026-12-02 {at} ERROR app.jobs.worker: worker stopped by an error\n{traceback}"
+
+
+PRUNED_DEATH = START + stop("05:43:15,120", PRUNED + CONNECTOR)
+# A crash ends the worker; at teardown asyncio reports a task the connector's error lost.
+CRASH_THEN_LOST_TASK = (
+    START + stop("05:43:15,120", 'Traceback (most recent call last):\n  File "app/jobs/'
+                 'worker.py", line 160, in run\nZeroDivisionError: division by zero\n')
+    + "2026-12-02 05:43:15,300 ERROR asyncio: Task exception was never retrieved\nfuture:"
+    " <Task finished name='Task-12' coro=<Worker._run_loop() done> exception="
+    "ConnectorException()>\n" + FETCH + REFUSED + CONNECTOR
 )  # fmt: skip
-def test_the_checker_tells_a_worker_ended_by_a_fault_from_a_crash(log, restart):
-    assert ended_on_database_error(log) is restart
+# The worker's own bug raised while it handled the connector's error: the bug ends it.
+KEYERROR_WHILE_HANDLING = START + stop("05:43:15,120", PRUNED + CONNECTOR + HANDLING)
+# procrastinate's listener lost the database; its run returned; the worker ends on that.
+LISTENER_LOST = (
+    START + "2026-12-02 05:43:14,500 ERROR procrastinate.worker: Side task listener failed"
+    " with exception: connection failed: connection to server at \"127.0.0.1\", port 41234"
+    " failed: Connection refused\n\tIs the server running on that host and accepting TCP/IP"
+    " connections?, stopping worker\n" + 'Traceback (most recent call last):\n  File "'
+    'procrastinate/worker.py", line 612, in _listen\n' + REFUSED
+    + "2026-12-02 05:43:14,700 INFO procrastinate.worker: Stopped worker on queue 'jobs'\n"
+    + stop("05:43:14,720", UNASKED)
+)  # fmt: skip
+# An unasked stop after some other thread once read "connection failed": nothing lost the
+# listener, so nothing explains why procrastinate stopped.
+UNASKED_AFTER_A_MISSED_BEAT = (
+    START + "2026-12-02 05:43:12,000 ERROR app.jobs.worker: could not keep queued jobs fresh\n"
+    + 'Traceback (most recent call last):\n  File "app/jobs/worker.py", line 80, in'
+    " keep_queued\n" + REFUSED + stop("05:43:14,720", UNASKED)
+)  # fmt: skip
+FAILPOINT = (
+    START + "2026-12-02 05:43:13,000 WARNING app.operations.failpoints: failpoint after_consume:"
+    " kill\n"
+)
+
+
+def window(began: str, ended: str, kind: str = "stall") -> tuple[float, float, str]:
+    return (wall_clock(f"2026-12-02 {began}"), wall_clock(f"2026-12-02 {ended}"), kind)
+
+
+STALL = [window("05:43:11,000", "05:43:14,000")]  # the deaths above come 0.7-1.1 s after it
+REFUSAL = [window("05:43:14,300", "05:43:16,000", "refuse")]  # the listener's death inside it
+EARLIER = [window("05:41:00,000", "05:41:03,000")]  # two minutes before any of them
+
+
+@pytest.mark.parametrize(
+    "log,faults,excused",
+    [
+        (PRUNED_DEATH, STALL, "database error in a fault"),
+        (LISTENER_LOST, STALL, "database error in a fault"),
+        (LISTENER_LOST, REFUSAL, "database error in a fault"),
+        (PRUNED_DEATH, EARLIER, ""),
+        (PRUNED_DEATH, [], ""),
+        (LISTENER_LOST, EARLIER, ""),
+        (CRASH_THEN_LOST_TASK, STALL, ""),
+        (KEYERROR_WHILE_HANDLING, STALL, ""),
+        (UNASKED_AFTER_A_MISSED_BEAT, STALL, ""),
+        (PRUNED_DEATH.replace("procrastinate_workers", "users"), STALL, ""),
+        (PRUNED_DEATH.replace("ForeignKeyViolation", "UndefinedFunction"), STALL, ""),
+        (FETCH + PRUNED + CONNECTOR, STALL, ""),  # the error, but the worker never stopped on it
+    ],
+    ids=[
+        "pruned-in-a-stall", "listener-lost-in-a-stall", "listener-lost-in-a-refusal",
+        "pruned-no-fault-near", "pruned-no-fault-at-all", "listener-lost-no-fault-near",
+        "crash-then-lost-task", "keyerror-while-handling", "unasked-after-a-missed-beat",
+        "foreign-key-not-the-workers", "connector-over-a-bug", "never-stopped",
+    ],
+)  # fmt: skip
+def test_a_worker_death_is_excused_only_by_its_own_database_error_in_a_recorded_fault(
+    log, faults, excused
+):
+    """Constructed logs: the death's own final exception, tied to a recorded fault by time."""
+    assert death_excused(log, faults, armed=None, code=1) == excused
+
+
+@pytest.mark.parametrize(
+    "log,armed,code,excused",
+    [
+        (FAILPOINT, "after_consume", -9, "failpoint after_consume"),
+        (FAILPOINT, "before_refund", -9, ""),  # another failpoint's line: not this one's
+        (FAILPOINT, "after_consume", 1, ""),  # a failpoint kills, it does not exit 1
+        (START, "after_consume", -9, ""),  # armed, but the failpoint never fired
+        (FAILPOINT + "2026-12-02 05:43:20,000 INFO gunicorn.error: Booting worker\n",
+         "after_consume", -9, ""),  # the process went on for seconds after it
+        (PRUNED_DEATH, "after_consume", 1, "database error in a fault"),
+        (CRASH_THEN_LOST_TASK, "after_consume", 1, ""),
+    ],
+    ids=[
+        "fired", "another-failpoint", "exit-1", "never-fired", "lived-on", "armed-pruned",
+        "armed-crash",
+    ],
+)  # fmt: skip
+def test_an_armed_death_is_excused_only_at_its_failpoint(log, armed, code, excused):
+    """Constructed logs: an armed process's death is checked, not assumed."""
+    assert death_excused(log, STALL, armed=armed, code=code) == excused
+
+
+def test_only_the_excused_traceback_s_foreign_key_violation_is_excused():
+    """Constructed logs: an excused death does not excuse the rest of its log."""
+    job_error = "2026-12-02 05:43:12,000 ERROR app.jobs.runner: job failed\n" + FETCH + PRUNED
+    assert log_faults("w.log", PRUNED_DEATH, STALL) == []
+    assert log_faults("w.log", START + job_error + PRUNED_DEATH[len(START) :], STALL) == [
+        "w.log: 1 x ForeignKeyViolation"
+    ]
+    assert log_faults("w.log", PRUNED_DEATH, EARLIER) == ["w.log: 1 x ForeignKeyViolation"]
+    assert log_faults("w.log", KEYERROR_WHILE_HANDLING, STALL) == ["w.log: 1 x ForeignKeyViolation"]
+
+
+def test_the_cluster_judges_each_death_by_its_own_log_at_the_end(tmp_path):
+    """Constructed logs: the watcher's deaths, judged against the run's recorded faults."""
+    cluster = Cluster("postgresql://unused", tmp_path, 1, print, {})
+    logs = {"worker1-3.log": PRUNED_DEATH, "worker2-5.log": FAILPOINT, "web1-2.log": START}
+    for name, text in logs.items():
+        (tmp_path / name).write_text(text)
+    cluster.deaths = [
+        Death("worker1", tmp_path / "worker1-3.log", None, 1, 0.0),
+        Death("worker2", tmp_path / "worker2-5.log", "after_consume", -9, 0.0),
+        Death("web1", tmp_path / "web1-2.log", None, 1, 0.0),
+    ]
+    wrong = cluster.judge(STALL)
+    assert [d.slot for d in cluster.gave_up] == ["worker1"]
+    assert len(wrong) == 1 and wrong[0].startswith("web1-2.log died unarmed and unkilled (exit 1)")
+    assert len(cluster.judge(EARLIER)) == 2 and cluster.gave_up == []
