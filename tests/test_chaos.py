@@ -1,5 +1,6 @@
 """make chaos's harness, run briefly: kills, database faults and webhook storms, then the books."""
 
+import random
 import shutil
 
 import pytest
@@ -7,6 +8,8 @@ import pytest
 from bench.chaos import Chaos
 from bench.chaos_cluster import Cluster, Death
 from bench.chaos_logs import death_excused, log_faults, wall_clock
+from tests.stripeplans import REFUND_KINDS, STORIES, tell
+from tests.stripestorm import Sale, Storm
 
 pytestmark = pytest.mark.server
 
@@ -36,10 +39,10 @@ def test_a_short_chaos_run_keeps_the_books_and_its_checker_sees_a_lie():
         assert len(chaos.violations) == 1, chaos.violations
         assert chaos.violations[0].startswith(f"job {job_id}: the page says {lie}, the ledger ")
         assert "faults: [" in chaos.violations[0] and "ledger: [(" in chaos.violations[0]
-        # Nor blind to money: a paid sale the ledger did not credit, a refund not reversed.
+        # Nor blind to money: a sale credited that was never paid.
         sale = next(s for s in chaos.storm.sales if s.paid)
-        sale.refunded = not sale.refunded
-        assert [s for s, _ in chaos.storm.books(chaos.sessions())] == [sale]
+        sale.paid = False
+        assert [s for s, _ in chaos.sale_books()[0]] == [sale]
     finally:
         chaos.close()
     shutil.rmtree(chaos.logs, ignore_errors=True)
@@ -205,3 +208,63 @@ def test_the_cluster_judges_each_death_by_its_own_log_at_the_end(tmp_path):
     assert [d.slot for d in cluster.gave_up] == ["worker1"]
     assert len(wrong) == 1 and wrong[0].startswith("web1-2.log died unarmed and unkilled (exit 1)")
     assert len(cluster.judge(EARLIER)) == 2 and cluster.gave_up == []
+
+
+def test_the_storm_tells_every_story_in_stripe_s_shapes():
+    """Constructed events (tests/fakestripe.py's shapes): every story, every refund kind."""
+    payments = [tell(random.Random(n), f"pi_{n:020d}", 2000, 1_800_000_000) for n in range(400)]
+    assert {p.story for p in payments} == set(STORIES)
+    kinds = {kind for p in payments for kind, _, _ in p.events}
+    assert kinds == set(REFUND_KINDS)
+    statuses = {o["status"] for p in payments for k, o, _ in p.events if k != "charge.refunded"}
+    assert statuses >= {"failed", "canceled", "requires_action", "needs_response"}
+    for p in payments:
+        times = [t for _, _, t in p.events]
+        assert times == sorted(set(times))  # each happening at a Stripe time of its own
+        charges = [o for k, o, _ in p.events if k == "charge.refunded"]
+        assert all(o["refunded"] == (o["amount_refunded"] == 2000) for o in charges)
+        assert 0 <= p.refunded() <= 2000 and len(p.refunds) == len(charges)
+        undone = [r for r in p.refunds if r.undone]
+        ends = [o for k, o, _ in p.events if k != "charge.refunded" and o["status"] in
+                ("failed", "canceled")]  # fmt: skip
+        assert [r.id for r in undone] == [o["id"] for o in ends]
+    several = [p for p in payments if len(p.refunds) == 2]
+    assert {p.story for p in several} == {"two partials", "partial then the rest",
+                                          "one of two fails"}  # fmt: skip
+
+
+def test_the_storm_s_books_want_exact_points_or_an_incident_for_support():
+    """Constructed rows: exact books need no incident; anything else needs one naming the sale."""
+    storm = Storm(lambda: [], 1, print)
+    try:
+        stories = {}
+        for n, story in enumerate(["kept", "full", "full", "partial", "disputed", "kept"]):
+            sale = Sale(f"cs_test_{random.Random(n).getrandbits(128):032x}", 7, 5, 0.0, paid=True)
+            sale.payment = next(
+                p for s in range(500)
+                if (p := tell(random.Random(s), sale.payment_intent, 2000, 0)).story == story
+            )  # fmt: skip
+            storm.sales.append(sale)
+            stories[sale.session_id] = sale
+        ids = list(stories)
+        rows = [
+            (ids[0], "paid", "purchase", 5),  # kept: the pack
+            (ids[1], "paid", "purchase", 5), (ids[1], "paid", "purchase_refund", -5),  # unspent
+            (ids[2], "paid", "purchase", 5), (ids[2], "paid", "purchase_refund", -2),  # spent
+            (ids[3], "paid", "purchase", 5),  # a part refunded: support decides
+            (ids[4], "paid", "purchase", 5),  # disputed: support answers it
+            (ids[5], "paid", "purchase", 5),
+        ]  # fmt: skip
+        spent = (1, f"{ids[2]}", "refunded after 3 of its 5 points were spent")
+        partial = (2, f"{ids[3]} refunded 500", "500 of 2000 yen refunded")
+        chargeback = (3, "dp_1", f"dispute on payment pi_{ids[4][-20:]}")
+        stray = (4, ids[5], "an incident about a sale nothing happened to")
+        wrong, explained = storm.books(rows, [spent, partial, chargeback, stray])
+        assert wrong == [] and explained == {1, 2, 3}
+        wrong, _ = storm.books(rows, [stray])
+        assert [s.session_id for s, _ in wrong] == ids[2:5]
+        rows.append((ids[0], "paid", "purchase_refund", -5))  # taken back, nothing refunded
+        wrong, _ = storm.books(rows, [spent, partial, chargeback])
+        assert [s.session_id for s, _ in wrong] == [ids[0]]
+    finally:
+        storm.close()
