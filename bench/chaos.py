@@ -24,6 +24,7 @@ every target is met or after --minutes, and writes bench/CHAOS.md. Loopback only
 import argparse
 import collections
 import datetime
+import hashlib
 import json
 import os
 import random
@@ -527,17 +528,51 @@ class Chaos:
         return out
 
 
-def write_markdown(out: dict, path: Path) -> None:
-    """Write the figures of one run as bench/CHAOS.md."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+def tree() -> dict:
+    """The commit checked out and the changes not committed (git status), as of now."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return {"commit": None, "changes": [], "diff": ""}
+    changes = git("status", "--porcelain").stdout.splitlines()
+    # A file changed again while the run ran reads the same in git status: its diff does not.
+    diff = hashlib.sha256(git("diff", "HEAD").stdout.encode()).hexdigest()[:16]
+    return {"commit": head.stdout.strip(), "changes": changes, "diff": diff}
+
+
+def tree_line(started: dict, ended: dict) -> str:
+    """Say which tree a run ran (tree() at its start and end): the commit, clean or not."""
+    if started["commit"] is None:
+        return "UNKNOWN TREE (no git checkout)"
+    commit, changes = started["commit"][:12], started["changes"]
+    if started != ended:
+        return (
+            f"MOVING TREE: {commit} with {len(changes)} uncommitted changes at the start,"
+            f" {(ended['commit'] or '?')[:12]} with {len(ended['changes'])} at the end"
+        )
+    if changes:
+        shown = ", ".join(line[3:] for line in changes[:5])
+        return f"DIRTY TREE: {commit} with {len(changes)} uncommitted changes ({shown})"
+    return f"{commit}, clean tree"
+
+
+def write_markdown(out: dict, path: Path, started: dict, ended: dict) -> None:
+    """Write the figures of one run as bench/CHAOS.md, the tree it ran in its first line.
+
+    started and ended are tree() at the run's start and end; the file is the harness's
+    alone, nothing in it written by hand.
+    """
     lines = [
-        "# Chaos: kills, database faults and payments under paid work",
+        f"# Chaos at {tree_line(started, ended)}: kills, database faults and payments",
         "",
-        f"Written by `make chaos` (`python -m bench.chaos`) on {datetime.date.today()} at"
-        f" {commit}. Two web instances and two queue workers on one PostgreSQL of the run's"
-        f" own, reached through tests/dbproxy.py; lease {LEASE} s, heartbeat {HEARTBEAT} s,"
+        f"Written by `make chaos` (`python -m bench.chaos`) on {datetime.date.today()}, all of"
+        " it: the commit and whether the tree was clean are read as the run starts, and again"
+        " as it ends (a tree that moved says so above). Two web instances and two queue"
+        " workers on one PostgreSQL of the run's own, reached through tests/dbproxy.py;"
+        f" lease {LEASE} s, heartbeat {HEARTBEAT} s,"
         f" poll {POLL} s, sweep {SWEEP} s, jobs of {WORK} s. The seed fixes the choices of"
         " the kills, the database faults and the sales, not their timing: no two runs are"
         " the same.",
@@ -565,21 +600,25 @@ def main() -> None:
     parser.add_argument("--db-faults", type=int, default=100)
     parser.add_argument("--restarts", type=int, default=5)
     parser.add_argument("--deliveries", type=int, default=2000)
+    parser.add_argument("--refund-events", type=int, default=300)
     parser.add_argument("--minutes", type=float, default=40.0)
     parser.add_argument("--users", type=int, default=8)
     parser.add_argument("--seed", type=int, default=random.SystemRandom().randrange(10**6))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "CHAOS.md")
     args = parser.parse_args()
+    started = tree()  # before anything runs: the code this run is of
     raise_fd_limit()
     chaos = Chaos(
         args.kills, args.minutes, args.users, args.seed, args.db_faults, args.restarts,
-        args.deliveries,
+        args.deliveries, refund_events=args.refund_events,
     )  # fmt: skip
     try:
         out = chaos.run()
     finally:
         chaos.close()
-    write_markdown(out, args.out)
+    ended = tree()
+    out["tree"] = {"started": started, "ended": ended, "line": tree_line(started, ended)}
+    write_markdown(out, args.out, started, ended)
     print(json.dumps(out, indent=2))
     log(f"{out['reached']}, {len(out['violations'])} violations; wrote {args.out}")
     if not out["violations"]:

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from bench.chaos import Chaos
+from bench.chaos import Chaos, tree_line, write_markdown
 from bench.chaos_cluster import Cluster, Death
 from bench.chaos_logs import death_excused, log_faults, wall_clock
 from tests.stripeplans import REFUND_KINDS, STORIES, tell
@@ -268,3 +268,34 @@ def test_the_storm_s_books_want_exact_points_or_an_incident_for_support():
         assert [s.session_id for s, _ in wrong] == [ids[0]]
     finally:
         storm.close()
+
+
+CLEAN = {"commit": "702118b0bfe7" + "0" * 28, "changes": [], "diff": "e3b0c44298fc1c14"}
+DIRTY = CLEAN | {"changes": [" M bench/chaos.py", "?? notes.txt"], "diff": "5d41402abc4b2a76"}
+
+
+@pytest.mark.parametrize(
+    "started,ended,line",
+    [
+        (CLEAN, CLEAN, "702118b0bfe7, clean tree"),
+        (DIRTY, DIRTY, "DIRTY TREE: 702118b0bfe7 with 2 uncommitted changes (bench/chaos.py,"
+         " notes.txt)"),
+        (CLEAN, CLEAN | {"commit": "a" * 40}, "MOVING TREE: 702118b0bfe7 with 0 uncommitted"
+         " changes at the start, aaaaaaaaaaaa with 0 at the end"),
+        (DIRTY, DIRTY | {"diff": "0" * 16}, "MOVING TREE: 702118b0bfe7 with 2 uncommitted"
+         " changes at the start, 702118b0bfe7 with 2 at the end"),
+    ],
+    ids=["clean", "dirty", "committed-meanwhile", "edited-meanwhile"],
+)  # fmt: skip
+def test_chaos_md_says_in_its_first_line_which_tree_the_run_ran(tmp_path, started, ended, line):
+    out = {"table": [("run", "1.0 min, seed 1")], "violations": []}
+    out |= {title: {} for title in (
+        "kills by target", "jobs by outcome (status, error code)",
+        "pages as the users read them (status/billing)", "paid sales by story after the payment",
+        "incidents for support, by code",
+    )}  # fmt: skip
+    assert tree_line(started, ended) == line
+    write_markdown(out, tmp_path / "CHAOS.md", started, ended)
+    text = (tmp_path / "CHAOS.md").read_text()
+    assert text.splitlines()[0] == f"# Chaos at {line}: kills, database faults and payments"
+    assert "##" not in text  # no section but the harness's own
