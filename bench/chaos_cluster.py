@@ -116,6 +116,7 @@ class Cluster:
         self.timeline: list[tuple[float, str]] = []  # (wall clock, which kill)
         self.deaths: list[Death] = []  # the processes that died without the killer
         self.gave_up: list[Death] = []  # those a database error in a recorded fault ended
+        self.ends: dict[str, float] = {}  # log name: when its process was seen or made to end
         self.stopping = threading.Event()
         self.helpers: list[threading.Thread] = []
         self.lock = threading.Lock()
@@ -150,6 +151,7 @@ class Cluster:
             if self.stopping.is_set():
                 return  # calm() brings every slot back, unarmed
             slot.stop(signal.SIGKILL)
+            self.mark_ended(slot)  # (already, if it died or the killer took it)
             armed = None
             if self.rng.random() < ARMED_SHARE and not any(o.armed for o in self.others(slot)):
                 armed = self.rng.choice(FAILPOINTS[slot.kind])
@@ -160,6 +162,7 @@ class Cluster:
                 except RuntimeError as exc:  # a failpoint, or the database, stopped it
                     log(f"restart of {slot.name}: {exc}")
                     slot.stop(signal.SIGKILL)
+                    self.mark_ended(slot)
                     time.sleep(0.5)
 
     def watch(self) -> None:
@@ -173,11 +176,18 @@ class Cluster:
                     slot.ready = False
                     code = slot.process().returncode
                     death = Death(slot.name, slot.child.log_path, slot.armed, code, time.time())
+                    self.mark_ended(slot, death.seen)
                     with self.lock:
                         self.deaths.append(death)
                     log(f"{death.slot} died (exit {code}, armed {death.armed}); judged at the end")
                     self.later(self.restart, slot)
             time.sleep(0.1)
+
+    def mark_ended(self, slot: Slot, at: float | None = None) -> None:
+        """Remember when a slot's process ended (the first time the harness knew)."""
+        if slot.child is not None:
+            with self.lock:
+                self.ends.setdefault(slot.child.log_path.name, at or time.time())
 
     def judge(self, faults: list[Window]) -> list[str]:
         """Say which deaths neither a failpoint nor a database error in a recorded fault explains.
@@ -190,7 +200,7 @@ class Cluster:
         self.gave_up = []
         for death in deaths:
             text = death.log_path.read_text(errors="replace")
-            why = death_excused(text, faults, death.armed, death.code)
+            why = death_excused(text, faults, death.armed, death.code, death.seen)
             if why.startswith("failpoint"):
                 continue
             if why and death.slot.startswith("worker"):
@@ -224,6 +234,7 @@ class Cluster:
                 return False
             victim.ready = False
             if target == "queue worker":
+                self.mark_ended(victim)
                 victim.child.proc.kill()
                 self.later(self.restart, victim)
             else:
@@ -234,6 +245,7 @@ class Cluster:
                     return False
                 os.kill(pid, signal.SIGKILL)
                 if target == "web instance":
+                    self.mark_ended(victim)
                     victim.child.proc.kill()
                     self.later(self.restart, victim)
                 else:  # its master starts another worker
@@ -278,6 +290,7 @@ class Cluster:
                 while (slot.armed or not slot.alive() or not slot.ready) and tries < 3:
                     tries += 1
                     slot.stop(signal.SIGKILL)
+                    self.mark_ended(slot)
                     try:
                         slot.start(None)
                     except RuntimeError as exc:
@@ -295,7 +308,8 @@ class Cluster:
         """Say what the logs show went wrong that no kill or recorded fault explains."""
         wrong = []
         for path in sorted(self.logs.glob("*.log")):
-            wrong += log_faults(path.name, path.read_text(errors="replace"), faults)
+            text = path.read_text(errors="replace")
+            wrong += log_faults(path.name, text, faults, self.ends.get(path.name))
         return wrong
 
     def tracebacks(self) -> int:

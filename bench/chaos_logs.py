@@ -41,9 +41,14 @@ CONNECTION_LOST = frozenset(
 STOPPED = "worker stopped by an error"
 TRACEBACK = "\nTraceback (most recent call last):\n"
 UNASKED = ("RuntimeError", "the queue worker stopped without being told to")
-# app/operations/logs.py's text format: "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# A record's first line: app/operations/logs.py's text format ("%(asctime)s %(levelname)s
+# %(name)s: %(message)s"), or alembic's (migrations/alembic.ini: "%(levelname)-5.5s
+# [%(name)s] %(message)s"), which a process that migrates at its start logs in from then on:
+# no time in it, so the harness says when the process ended.
 RECORD = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ([A-Z]+) ([\w.]+): (.*)$", re.MULTILINE
+    r"^(?:(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (?P<level>[A-Z]+) (?P<logger>[\w.]+): "
+    r"|(?P<short>[A-Z]{4,5}) *\[(?P<name>[\w.]+)\] )(?P<message>.*)$",
+    re.MULTILINE,
 )
 CHAINED = re.compile(
     r"\n\n(The above exception was the direct cause of the following exception:"
@@ -57,7 +62,7 @@ Window = tuple[float, float, str]
 class Record:
     """One log record: when, its level and logger, its first line, and what follows it."""
 
-    at: float  # wall clock, as the faults' windows
+    at: float | None  # wall clock, as the faults' windows (None: the line has no time)
     level: str
     logger: str
     message: str  # its text, over several lines if so
@@ -88,10 +93,10 @@ def records(log: str) -> list[Record]:
     out = []
     for n, match in enumerate(found):
         end = found[n + 1].start() if n + 1 < len(found) else len(log)
-        stamp, millis, level, logger, _ = match.groups()
+        at = wall_clock(match["stamp"]) if match["stamp"] else None
+        level, logger = match["level"] or match["short"], match["logger"] or match["name"]
         # A message may run over several lines (an error's text), then its traceback.
-        message, header, trace = log[match.start(5) : end].partition(TRACEBACK)
-        at = wall_clock(f"{stamp},{millis}")
+        message, header, trace = log[match.start("message") : end].partition(TRACEBACK)
         body = header.lstrip() + trace
         out.append(Record(at, level, logger, message.strip(), body, match.start(), end))
     return out
@@ -135,19 +140,21 @@ def lost_connection(chain: list[Raised]) -> bool:
     return connector_error(chain) or (len(chain) == 1 and chain[0].type in CONNECTION_LOST)
 
 
-def in_fault(at: float, faults: list[Window]) -> bool:
+def in_fault(at: float | None, faults: list[Window]) -> bool:
     """Tell whether `at` falls inside a recorded fault or within AFTERMATH after it ends."""
-    return any(began - 0.01 <= at <= ended + AFTERMATH for began, ended, _ in faults)
+    return at is not None and any(b - 0.01 <= at <= e + AFTERMATH for b, e, _ in faults)
 
 
-def database_death(log: str, faults: list[Window]) -> list[Record]:
+def database_death(log: str, faults: list[Window], ended: float | None) -> list[Record]:
     """The records that excuse a queue worker's end on a database error in a fault, or [].
 
     The log's last stop record must carry its own traceback ending on the connector's
     error (the pruned worker, the lost connection), or be the unasked stop that follows
     procrastinate's side task failing on a lost connection; and the error must come
-    inside or right after a recorded fault. The records returned are the stop and, for
-    an unasked stop, the side task's failure: only their violations are excused.
+    inside or right after a recorded fault: by its line's time, or, when its line has
+    none, by `ended`, when the harness saw the process end (it ends right after the
+    error, once its jobs are settled). The records returned are the stop and, for an
+    unasked stop, the side task's failure: only their violations are excused.
     """
     found = records(log)
     stops = [n for n, r in enumerate(found) if r.message == STOPPED]
@@ -156,7 +163,7 @@ def database_death(log: str, faults: list[Window]) -> list[Record]:
     stop = found[stops[-1]]
     chain = raised(stop.body)
     if connector_error(chain):
-        return [stop] if in_fault(stop.at, faults) else []
+        return [stop] if in_fault(stop.at or ended, faults) else []
     if [(r.how, r.type, r.message) for r in chain] != [("", *UNASKED)]:
         return []
     side = next(
@@ -167,41 +174,51 @@ def database_death(log: str, faults: list[Window]) -> list[Record]:
         ),
         None,
     )
-    if side is None or not lost_connection(raised(side.body)) or not in_fault(side.at, faults):
+    if side is None or not lost_connection(raised(side.body)):
+        return []
+    if not in_fault(side.at or ended, faults):
         return []
     return [side, stop]
 
 
 def failpoint_death(log: str, armed: str) -> bool:
-    """Tell whether a process armed with `armed` died at it: its line is the log's last news.
+    """Tell whether a process armed with `armed` died at it: its line is the log's last.
 
-    A failpoint logs "failpoint NAME: kill" and SIGKILLs its process at once, so nothing
-    is logged more than a moment after it.
+    A failpoint logs "failpoint NAME: kill" and SIGKILLs its own process at once, so
+    nothing follows it (a web instance's master, which the failpoint does not kill, logs
+    on: its death is not the failpoint's).
     """
     found = records(log)
-    fired = [r for r in found if r.message.startswith("failpoint ")]
+    last = found[-1] if found else None
     return (
-        bool(fired)
-        and fired[-1].message == f"failpoint {armed}: kill"
-        and all(r.at <= fired[-1].at + 1.0 for r in found)
+        last is not None
+        and last.message == f"failpoint {armed}: kill"
+        and not log[last.end :].strip()
+        and not last.body
     )
 
 
-def death_excused(log: str, faults: list[Window], armed: str | None, code: int | None) -> str:
+def death_excused(
+    log: str, faults: list[Window], armed: str | None, code: int | None, ended: float | None
+) -> str:
     """Why a process's death is no fault of the product ("" if nothing explains it).
 
-    code is its exit code (-9: SIGKILL). A queue worker that ended on a database error
-    exits 1; one armed dies by its own SIGKILL at its failpoint.
+    code is its exit code (-9: SIGKILL), ended when the harness saw it dead. A queue
+    worker that ended on a database error exits 1; one armed dies by its own SIGKILL at
+    its failpoint.
     """
     if armed and code == -9 and failpoint_death(log, armed):
         return f"failpoint {armed}"
-    if code == 1 and database_death(log, faults):
+    if code == 1 and database_death(log, faults, ended):
         return "database error in a fault"
     return ""
 
 
-def log_faults(name: str, log: str, faults: list[Window]) -> list[str]:
-    """Say what a process's log shows went wrong that no kill or recorded fault explains."""
+def log_faults(name: str, log: str, faults: list[Window], ended: float | None) -> list[str]:
+    """Say what a process's log shows went wrong that no kill or recorded fault explains.
+
+    ended is when the harness saw the process end or ended it (None: it still runs).
+    """
     wrong = []
     # Not a procrastinate task whose end a database fault kept from being written
     # (ConnectorException): the books check that its task ends with its job's outcome.
@@ -210,7 +227,7 @@ def log_faults(name: str, log: str, faults: list[Window]) -> list[str]:
         wrong.append(f"{name}: {n} x task exception never retrieved")
     # Only the traceback of a worker's excused end on a database error may hold one (the
     # killer may take the worker while it ends, so this reads the log, not the death).
-    excused = database_death(log, faults)
+    excused = database_death(log, faults, ended)
     rest = log
     for record in reversed(excused):
         rest = rest[: record.start] + rest[record.end :]

@@ -2,6 +2,7 @@
 
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -48,9 +49,12 @@ def test_a_short_chaos_run_keeps_the_books_and_its_checker_sees_a_lie():
     shutil.rmtree(chaos.logs, ignore_errors=True)
 
 
-# The logs below are CONSTRUCTED (not recorded from a run), in app/operations/logs.py's text
-# format and with the tracebacks Python prints for procrastinate's and psycopg's errors.
-START = "2026-12-02 05:43:10,002 INFO procrastinate.worker: Starting worker on queue 'jobs'\n"
+# The logs below are CONSTRUCTED (not recorded from a run), in the line format a queue
+# worker logs in once it has migrated at its start (alembic's "%(levelname)-5.5s
+# [%(name)s] %(message)s": no time, so the harness says when it saw the process end), with
+# the tracebacks Python prints for procrastinate's and psycopg's errors. One is RECORDED:
+# tests/recorded/chaos/worker-pruned.log, a real worker whose row was deleted under it.
+START = "INFO  [procrastinate.worker.worker] Starting worker on queues assessments\n"
 FETCH = (
     'Traceback (most recent call last):\n  File "procrastinate/sync_psycopg_connector.py",'
     " line 29, in wrap_exceptions\n    yield\n"
@@ -81,83 +85,86 @@ UNASKED = (
     'Traceback (most recent call last):\n  File "app/jobs/worker.py", line 152, in main\n'
     "RuntimeError: the queue worker stopped without being told to\n"
 )
+STOP = "ERROR [app.jobs.worker] worker stopped by an error\n"
 
-
-def stop(at: str, traceback: str) -> str:
-    return f"2026-12-02 {at} ERROR app.jobs.worker: worker stopped by an error\n{traceback}"
-
-
-PRUNED_DEATH = START + stop("05:43:15,120", PRUNED + CONNECTOR)
+PRUNED_DEATH = START + STOP + PRUNED + CONNECTOR
 # A crash ends the worker; at teardown asyncio reports a task the connector's error lost.
 CRASH_THEN_LOST_TASK = (
-    START + stop("05:43:15,120", 'Traceback (most recent call last):\n  File "app/jobs/'
-                 'worker.py", line 160, in run\nZeroDivisionError: division by zero\n')
-    + "2026-12-02 05:43:15,300 ERROR asyncio: Task exception was never retrieved\nfuture:"
-    " <Task finished name='Task-12' coro=<Worker._run_loop() done> exception="
-    "ConnectorException()>\n" + FETCH + REFUSED + CONNECTOR
+    START + STOP + 'Traceback (most recent call last):\n  File "app/jobs/worker.py", line 160,'
+    " in run\nZeroDivisionError: division by zero\n"
+    "ERROR [asyncio] Task exception was never retrieved\nfuture: <Task finished"
+    " name='Task-12' coro=<Worker._run_loop() done> exception=ConnectorException()>\n"
+    + FETCH + REFUSED + CONNECTOR
 )  # fmt: skip
 # The worker's own bug raised while it handled the connector's error: the bug ends it.
-KEYERROR_WHILE_HANDLING = START + stop("05:43:15,120", PRUNED + CONNECTOR + HANDLING)
+KEYERROR_WHILE_HANDLING = START + STOP + PRUNED + CONNECTOR + HANDLING
 # procrastinate's listener lost the database; its run returned; the worker ends on that.
 LISTENER_LOST = (
-    START + "2026-12-02 05:43:14,500 ERROR procrastinate.worker: Side task listener failed"
-    " with exception: connection failed: connection to server at \"127.0.0.1\", port 41234"
-    " failed: Connection refused\n\tIs the server running on that host and accepting TCP/IP"
-    " connections?, stopping worker\n" + 'Traceback (most recent call last):\n  File "'
-    'procrastinate/worker.py", line 612, in _listen\n' + REFUSED
-    + "2026-12-02 05:43:14,700 INFO procrastinate.worker: Stopped worker on queue 'jobs'\n"
-    + stop("05:43:14,720", UNASKED)
+    START + "ERROR [procrastinate.worker.worker] Side task listener failed with exception:"
+    ' connection failed: connection to server at "127.0.0.1", port 41234 failed: Connection'
+    " refused\n\tIs the server running on that host and accepting TCP/IP connections?,"
+    " stopping worker\n" + 'Traceback (most recent call last):\n  File "procrastinate/'
+    'worker.py", line 612, in _listen\n' + REFUSED
+    + "INFO  [procrastinate.worker.worker] Stopped worker on queues assessments\n"
+    + STOP + UNASKED
 )  # fmt: skip
-# An unasked stop after some other thread once read "connection failed": nothing lost the
+# An unasked stop after another thread once read "connection failed": nothing lost the
 # listener, so nothing explains why procrastinate stopped.
 UNASKED_AFTER_A_MISSED_BEAT = (
-    START + "2026-12-02 05:43:12,000 ERROR app.jobs.worker: could not keep queued jobs fresh\n"
+    START + "ERROR [app.jobs.worker] could not keep queued jobs fresh\n"
     + 'Traceback (most recent call last):\n  File "app/jobs/worker.py", line 80, in'
-    " keep_queued\n" + REFUSED + stop("05:43:14,720", UNASKED)
+    " keep_queued\n" + REFUSED + STOP + UNASKED
 )  # fmt: skip
-FAILPOINT = (
-    START + "2026-12-02 05:43:13,000 WARNING app.operations.failpoints: failpoint after_consume:"
-    " kill\n"
-)
+# The same death in app/operations/logs.py's text format: its own line's time decides.
+STAMPED_DEATH = (
+    "2026-12-02 05:43:15,120 ERROR app.jobs.worker: worker stopped by an error\n"
+    + PRUNED + CONNECTOR
+)  # fmt: skip
+FAILPOINT = START + "WARNI [app.operations.failpoints] failpoint after_consume: kill\n"
+RECORDED_PRUNED = (Path(__file__).parent / "recorded/chaos/worker-pruned.log").read_text()
 
-
-def window(began: str, ended: str, kind: str = "stall") -> tuple[float, float, str]:
-    return (wall_clock(f"2026-12-02 {began}"), wall_clock(f"2026-12-02 {ended}"), kind)
-
-
-STALL = [window("05:43:11,000", "05:43:14,000")]  # the deaths above come 0.7-1.1 s after it
-REFUSAL = [window("05:43:14,300", "05:43:16,000", "refuse")]  # the listener's death inside it
-EARLIER = [window("05:41:00,000", "05:41:03,000")]  # two minutes before any of them
+STALL = [(1000.0, 1003.0, "stall")]
+SEEN = 1004.1  # the watcher saw the worker dead 1.1 s after the stall
+EARLIER = [(880.0, 883.0, "cut")]  # two minutes before
+STAMP = wall_clock("2026-12-02 05:43:15,120")
 
 
 @pytest.mark.parametrize(
-    "log,faults,excused",
+    "log,faults,ended,excused",
     [
-        (PRUNED_DEATH, STALL, "database error in a fault"),
-        (LISTENER_LOST, STALL, "database error in a fault"),
-        (LISTENER_LOST, REFUSAL, "database error in a fault"),
-        (PRUNED_DEATH, EARLIER, ""),
-        (PRUNED_DEATH, [], ""),
-        (LISTENER_LOST, EARLIER, ""),
-        (CRASH_THEN_LOST_TASK, STALL, ""),
-        (KEYERROR_WHILE_HANDLING, STALL, ""),
-        (UNASKED_AFTER_A_MISSED_BEAT, STALL, ""),
-        (PRUNED_DEATH.replace("procrastinate_workers", "users"), STALL, ""),
-        (PRUNED_DEATH.replace("ForeignKeyViolation", "UndefinedFunction"), STALL, ""),
-        (FETCH + PRUNED + CONNECTOR, STALL, ""),  # the error, but the worker never stopped on it
+        (PRUNED_DEATH, STALL, SEEN, "database error in a fault"),
+        (RECORDED_PRUNED, STALL, SEEN, "database error in a fault"),
+        (LISTENER_LOST, STALL, SEEN, "database error in a fault"),
+        (LISTENER_LOST, [(1003.5, 1006.0, "refuse")], SEEN, "database error in a fault"),
+        (STAMPED_DEATH, [(STAMP - 2, STAMP - 1, "stall")], None, "database error in a fault"),
+        (PRUNED_DEATH, EARLIER, SEEN, ""),
+        (PRUNED_DEATH, [], SEEN, ""),
+        (RECORDED_PRUNED, EARLIER, SEEN, ""),
+        (LISTENER_LOST, EARLIER, SEEN, ""),
+        (PRUNED_DEATH, STALL, None, ""),  # no time from its line nor from the harness
+        (STAMPED_DEATH, [(STAMP - 60, STAMP - 50, "stall")], STAMP - 49, ""),  # its line rules
+        (CRASH_THEN_LOST_TASK, STALL, SEEN, ""),
+        (KEYERROR_WHILE_HANDLING, STALL, SEEN, ""),
+        (UNASKED_AFTER_A_MISSED_BEAT, STALL, SEEN, ""),
+        (PRUNED_DEATH.replace("procrastinate_workers", "users"), STALL, SEEN, ""),
+        (PRUNED_DEATH.replace("ForeignKeyViolation", "UndefinedFunction"), STALL, SEEN, ""),
+        (STOP.join(PRUNED_DEATH.split(STOP)[:1]), STALL, SEEN, ""),  # it never stopped
     ],
     ids=[
-        "pruned-in-a-stall", "listener-lost-in-a-stall", "listener-lost-in-a-refusal",
-        "pruned-no-fault-near", "pruned-no-fault-at-all", "listener-lost-no-fault-near",
-        "crash-then-lost-task", "keyerror-while-handling", "unasked-after-a-missed-beat",
-        "foreign-key-not-the-workers", "connector-over-a-bug", "never-stopped",
+        "pruned-in-a-stall", "recorded-pruned-in-a-stall", "listener-lost-after-a-stall",
+        "listener-lost-in-a-refusal", "stamped-in-a-stall", "pruned-no-fault-near",
+        "pruned-no-fault-at-all", "recorded-pruned-no-fault-near", "listener-lost-no-fault-near",
+        "pruned-no-time", "stamped-line-outside", "crash-then-lost-task",
+        "keyerror-while-handling", "unasked-after-a-missed-beat", "foreign-key-not-the-workers",
+        "connector-over-a-bug", "never-stopped",
     ],
 )  # fmt: skip
 def test_a_worker_death_is_excused_only_by_its_own_database_error_in_a_recorded_fault(
-    log, faults, excused
+    log, faults, ended, excused
 ):
-    """Constructed logs: the death's own final exception, tied to a recorded fault by time."""
-    assert death_excused(log, faults, armed=None, code=1) == excused
+    """Constructed logs (and one recorded): the death's own final exception, tied by time
+    to a fault the run recorded."""
+    assert death_excused(log, faults, armed=None, code=1, ended=ended) == excused
 
 
 @pytest.mark.parametrize(
@@ -167,8 +174,8 @@ def test_a_worker_death_is_excused_only_by_its_own_database_error_in_a_recorded_
         (FAILPOINT, "before_refund", -9, ""),  # another failpoint's line: not this one's
         (FAILPOINT, "after_consume", 1, ""),  # a failpoint kills, it does not exit 1
         (START, "after_consume", -9, ""),  # armed, but the failpoint never fired
-        (FAILPOINT + "2026-12-02 05:43:20,000 INFO gunicorn.error: Booting worker\n",
-         "after_consume", -9, ""),  # the process went on for seconds after it
+        (FAILPOINT + "[2026-12-02 05:43:20 +0000] [41] [INFO] Booting worker with pid: 42\n",
+         "after_consume", -9, ""),  # the process went on after it (a web master)
         (PRUNED_DEATH, "after_consume", 1, "database error in a fault"),
         (CRASH_THEN_LOST_TASK, "after_consume", 1, ""),
     ],
@@ -179,18 +186,21 @@ def test_a_worker_death_is_excused_only_by_its_own_database_error_in_a_recorded_
 )  # fmt: skip
 def test_an_armed_death_is_excused_only_at_its_failpoint(log, armed, code, excused):
     """Constructed logs: an armed process's death is checked, not assumed."""
-    assert death_excused(log, STALL, armed=armed, code=code) == excused
+    assert death_excused(log, STALL, armed=armed, code=code, ended=SEEN) == excused
 
 
 def test_only_the_excused_traceback_s_foreign_key_violation_is_excused():
     """Constructed logs: an excused death does not excuse the rest of its log."""
-    job_error = "2026-12-02 05:43:12,000 ERROR app.jobs.runner: job failed\n" + FETCH + PRUNED
-    assert log_faults("w.log", PRUNED_DEATH, STALL) == []
-    assert log_faults("w.log", START + job_error + PRUNED_DEATH[len(START) :], STALL) == [
+    job_error = "ERROR [app.jobs.runner] job failed\n" + PRUNED
+    assert log_faults("w.log", PRUNED_DEATH, STALL, SEEN) == []
+    assert log_faults("w.log", START + job_error + PRUNED_DEATH[len(START) :], STALL, SEEN) == [
         "w.log: 1 x ForeignKeyViolation"
     ]
-    assert log_faults("w.log", PRUNED_DEATH, EARLIER) == ["w.log: 1 x ForeignKeyViolation"]
-    assert log_faults("w.log", KEYERROR_WHILE_HANDLING, STALL) == ["w.log: 1 x ForeignKeyViolation"]
+    assert log_faults("w.log", PRUNED_DEATH, EARLIER, SEEN) == ["w.log: 1 x ForeignKeyViolation"]
+    assert log_faults("w.log", PRUNED_DEATH, STALL, None) == ["w.log: 1 x ForeignKeyViolation"]
+    assert log_faults("w.log", KEYERROR_WHILE_HANDLING, STALL, SEEN) == [
+        "w.log: 1 x ForeignKeyViolation"
+    ]
 
 
 def test_the_cluster_judges_each_death_by_its_own_log_at_the_end(tmp_path):
@@ -200,14 +210,19 @@ def test_the_cluster_judges_each_death_by_its_own_log_at_the_end(tmp_path):
     for name, text in logs.items():
         (tmp_path / name).write_text(text)
     cluster.deaths = [
-        Death("worker1", tmp_path / "worker1-3.log", None, 1, 0.0),
-        Death("worker2", tmp_path / "worker2-5.log", "after_consume", -9, 0.0),
-        Death("web1", tmp_path / "web1-2.log", None, 1, 0.0),
+        Death("worker1", tmp_path / "worker1-3.log", None, 1, SEEN),
+        Death("worker2", tmp_path / "worker2-5.log", "after_consume", -9, SEEN),
+        Death("web1", tmp_path / "web1-2.log", None, 1, SEEN),
     ]
     wrong = cluster.judge(STALL)
     assert [d.slot for d in cluster.gave_up] == ["worker1"]
     assert len(wrong) == 1 and wrong[0].startswith("web1-2.log died unarmed and unkilled (exit 1)")
     assert len(cluster.judge(EARLIER)) == 2 and cluster.gave_up == []
+    # A worker the killer took while it ended: its log is read with the kill's time.
+    cluster.ends["worker1-3.log"] = SEEN
+    assert cluster.log_faults(STALL) == [] and cluster.log_faults(EARLIER) == [
+        "worker1-3.log: 1 x ForeignKeyViolation"
+    ]
 
 
 def test_the_storm_tells_every_story_in_stripe_s_shapes():
