@@ -192,7 +192,8 @@ class Cluster:
     def judge(self, faults: list[Window]) -> list[str]:
         """Say which deaths neither a failpoint nor a database error in a recorded fault explains.
 
-        A web process never ends itself: only its failpoint explains its death.
+        A web instance's master never ends itself, nor passes a failpoint (its workers do,
+        and it starts others): nothing explains its death.
         """
         wrong = []
         with self.lock:
@@ -200,7 +201,9 @@ class Cluster:
         self.gave_up = []
         for death in deaths:
             text = death.log_path.read_text(errors="replace")
-            why = death_excused(text, faults, death.armed, death.code, death.seen)
+            # A web instance's master never passes a failpoint: none explains its death.
+            armed = death.armed if death.slot.startswith("worker") else None
+            why = death_excused(text, faults, armed, death.code, death.seen)
             if why.startswith("failpoint"):
                 continue
             if why and death.slot.startswith("worker"):

@@ -176,12 +176,15 @@ def test_a_worker_death_is_excused_only_by_its_own_database_error_in_a_recorded_
         (START, "after_consume", -9, ""),  # armed, but the failpoint never fired
         (FAILPOINT + "[2026-12-02 05:43:20 +0000] [41] [INFO] Booting worker with pid: 42\n",
          "after_consume", -9, ""),  # the process went on after it (a web master)
+        (FAILPOINT + "INFO  [procrastinate.worker.worker] Starting job assess[7]\n",
+         "after_consume", -9, "failpoint after_consume"),  # another thread, that instant
+        (FAILPOINT + STOP + UNASKED, "after_consume", -9, ""),  # it went on to stop
         (PRUNED_DEATH, "after_consume", 1, "database error in a fault"),
         (CRASH_THEN_LOST_TASK, "after_consume", 1, ""),
     ],
     ids=[
-        "fired", "another-failpoint", "exit-1", "never-fired", "lived-on", "armed-pruned",
-        "armed-crash",
+        "fired", "another-failpoint", "exit-1", "never-fired", "lived-on", "a-line-after",
+        "stopped-after", "armed-pruned", "armed-crash",
     ],
 )  # fmt: skip
 def test_an_armed_death_is_excused_only_at_its_failpoint(log, armed, code, excused):
@@ -207,17 +210,22 @@ def test_the_cluster_judges_each_death_by_its_own_log_at_the_end(tmp_path):
     """Constructed logs: the watcher's deaths, judged against the run's recorded faults."""
     cluster = Cluster("postgresql://unused", tmp_path, 1, print, {})
     logs = {"worker1-3.log": PRUNED_DEATH, "worker2-5.log": FAILPOINT, "web1-2.log": START}
+    logs["web2-4.log"] = FAILPOINT  # a web worker's failpoint fired; its master died later
     for name, text in logs.items():
         (tmp_path / name).write_text(text)
     cluster.deaths = [
         Death("worker1", tmp_path / "worker1-3.log", None, 1, SEEN),
         Death("worker2", tmp_path / "worker2-5.log", "after_consume", -9, SEEN),
         Death("web1", tmp_path / "web1-2.log", None, 1, SEEN),
+        Death("web2", tmp_path / "web2-4.log", "after_consume", -9, SEEN),
     ]
     wrong = cluster.judge(STALL)
     assert [d.slot for d in cluster.gave_up] == ["worker1"]
-    assert len(wrong) == 1 and wrong[0].startswith("web1-2.log died unarmed and unkilled (exit 1)")
-    assert len(cluster.judge(EARLIER)) == 2 and cluster.gave_up == []
+    assert [w.split(" and ")[0] for w in wrong] == [
+        "web1-2.log died unarmed",
+        "web2-4.log died armed after_consume",
+    ]
+    assert len(cluster.judge(EARLIER)) == 3 and cluster.gave_up == []
     # A worker the killer took while it ended: its log is read with the kill's time.
     cluster.ends["worker1-3.log"] = SEEN
     assert cluster.log_faults(STALL) == [] and cluster.log_faults(EARLIER) == [
