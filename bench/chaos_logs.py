@@ -7,11 +7,12 @@ ForeignKeyViolation), its connection lost in a fault (a ConnectorException raise
 lost connection's error), or procrastinate's listener or heartbeat lost the database,
 which stops procrastinate ("Side task ... failed ..., stopping worker") and the worker
 ends on that unasked stop (app/jobs/worker.py). Such a death is excused only when its own
-final exception says so, at a time inside or right after a fault the run recorded; and
-only that traceback's ForeignKeyViolation is excused, not the rest of the log. A process
-armed with a failpoint may also die there, by its own SIGKILL, once the failpoint's line
-is logged. Everything here is a pure function of a log's text and the faults' windows
-(began, ended, kind) in wall-clock seconds, so each case is a test on a constructed log.
+final exception says so, at a time inside or right after a fault the run recorded (its
+line's time, or when the harness saw the process end if the line has none); and only that
+traceback's ForeignKeyViolation is excused, not the rest of the log. A queue worker armed
+with a failpoint may also die there, by its own SIGKILL, right after the failpoint's line.
+Everything here is a pure function of a log's text, the faults' windows (began, ended,
+kind) and that end, in wall-clock seconds, so each case is a test on a constructed log.
 """
 
 import datetime
