@@ -41,19 +41,22 @@ test: $(VENV)/.installed translations chromium
 
 # Not part of `make test`: two web instances and two queue workers killed CHAOS_KILLS times
 # (SIGKILLs and failpoints), their PostgreSQL cut or stalled CHAOS_DB_FAULTS times and
-# restarted CHAOS_RESTARTS times, CHAOS_DELIVERIES Stripe webhooks delivered, under paid
-# work; then every job, sale and balance checked against the ledger. On 127.0.0.1 only,
+# restarted CHAOS_RESTARTS times, CHAOS_DELIVERIES Stripe webhooks delivered (of which
+# CHAOS_REFUND_EVENTS refunds, failed refunds and disputes), under paid work; then every
+# job, sale and balance checked against the ledger. On 127.0.0.1 only,
 # stopped when every target is met or after CHAOS_MINUTES (whole minutes). Writes
 # bench/CHAOS.md; CHAOS_ARGS="--seed N" replays a schedule's choices.
 CHAOS_KILLS ?= 1000
 CHAOS_DB_FAULTS ?= 100
 CHAOS_RESTARTS ?= 5
 CHAOS_DELIVERIES ?= 2000
+CHAOS_REFUND_EVENTS ?= 300
 CHAOS_MINUTES ?= 40
 chaos: $(VENV)/.installed translations
 	timeout $$(( ($(CHAOS_MINUTES) + 10) * 60 )) $(BIN)/python -m bench.chaos \
 		--kills $(CHAOS_KILLS) --db-faults $(CHAOS_DB_FAULTS) --restarts $(CHAOS_RESTARTS) \
-		--deliveries $(CHAOS_DELIVERIES) --minutes $(CHAOS_MINUTES) $(CHAOS_ARGS)
+		--deliveries $(CHAOS_DELIVERIES) --refund-events $(CHAOS_REFUND_EVENTS) \
+		--minutes $(CHAOS_MINUTES) $(CHAOS_ARGS)
 
 # Browser tests drive Debian's chromium (never Playwright's own download), with a Japanese
 # font so reports render in screenshots. As root they are installed when missing;

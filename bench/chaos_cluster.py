@@ -4,8 +4,9 @@ Each slot (web1, web2, worker1, worker2) holds one process at a time. The killer
 a whole web instance (master and worker), a web instance's worker alone (its master
 starts another) or a queue worker, only while the other slot of its kind is up and
 unarmed; the slot comes back, half the time armed with a failpoint that SIGKILLs the
-process itself at a named step of the job's life. A process that dies unarmed and
-unkilled is a fault of the product, and says so.
+process itself at a named step of the job's life. A process that dies without the killer
+is a fault of the product unless its own log shows its failpoint fired, or that it ended on
+a database error inside or right after a fault the run recorded (bench/chaos_logs.py).
 """
 
 import collections
@@ -17,14 +18,16 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 
+from .chaos_logs import Window, death_excused, log_faults
 from .common import Server, Worker, log
 
 LEASE, HEARTBEAT, POLL, WORK, SWEEP = 2.0, 0.4, 0.5, 1.0, 1.0
-SIGNUP_POINTS = 100_000
+SIGNUP_POINTS = 5  # modest: a storm buyer spends its packs (bench/chaos.py grants the rest)
 ENV = {
     "JOB_EXECUTOR": "procrastinate",
     "JOB_LEASE_SECONDS": str(LEASE),
@@ -89,18 +92,15 @@ class Slot:
             self.child.stop(sig)
 
 
-def ended_on_database_error(log: bytes) -> bool:
-    """Tell from its log whether a queue worker ended itself on a database error.
+@dataclass
+class Death:
+    """A process that died without the killer, judged at the end against the faults."""
 
-    During a fault longer than a lease, procrastinate's workers prune each other's rows
-    as stalled, and the pruned one stops at its next fetch (a ConnectorException over
-    the row's ForeignKeyViolation); or procrastinate's listener loses the database and
-    its run returns, which the worker ends on with code 1 (app/jobs/worker.py). Either
-    way a supervisor restarts it.
-    """
-    before, stopped, after = log.rpartition(b"worker stopped by an error")
-    unasked = b"stopped without being told to" in after and b"connection failed" in before[-4000:]
-    return bool(stopped) and (b"ConnectorException" in after or unasked)
+    slot: str
+    log_path: Path
+    armed: str | None
+    code: int | None
+    seen: float  # wall clock, when the watcher found it dead
 
 
 class Cluster:
@@ -114,7 +114,9 @@ class Cluster:
         self.slots = [Slot(k, f"{k}{i}", db_url, logs, env) for k in kinds for i in (1, 2)]
         self.kills: collections.Counter[str] = collections.Counter()
         self.timeline: list[tuple[float, str]] = []  # (wall clock, which kill)
-        self.gave_up_logs: set[str] = set()  # the logs of the workers that gave_up()
+        self.deaths: list[Death] = []  # the processes that died without the killer
+        self.gave_up: list[Death] = []  # those a database error in a recorded fault ended
+        self.ends: dict[str, float] = {}  # log name: when its process was seen or made to end
         self.stopping = threading.Event()
         self.helpers: list[threading.Thread] = []
         self.lock = threading.Lock()
@@ -149,6 +151,7 @@ class Cluster:
             if self.stopping.is_set():
                 return  # calm() brings every slot back, unarmed
             slot.stop(signal.SIGKILL)
+            self.mark_ended(slot)  # (already, if it died or the killer took it)
             armed = None
             if self.rng.random() < ARMED_SHARE and not any(o.armed for o in self.others(slot)):
                 armed = self.rng.choice(FAILPOINTS[slot.kind])
@@ -159,27 +162,59 @@ class Cluster:
                 except RuntimeError as exc:  # a failpoint, or the database, stopped it
                     log(f"restart of {slot.name}: {exc}")
                     slot.stop(signal.SIGKILL)
+                    self.mark_ended(slot)
                     time.sleep(0.5)
 
     def watch(self) -> None:
-        """Bring back the processes that died without the killer: at failpoints, or faults."""
+        """Bring back the processes that died without the killer: at failpoints, or faults.
+
+        Each death is judged at the end (judge()), once every fault's window is recorded.
+        """
         while not self.stopping.is_set():
             for slot in self.slots:
                 if slot.ready and not slot.alive():
                     slot.ready = False
                     code = slot.process().returncode
-                    if not slot.armed and not self.gave_up(slot):
-                        self.fault(f"{slot.name} died unarmed and unkilled (exit {code})")
+                    death = Death(slot.name, slot.child.log_path, slot.armed, code, time.time())
+                    self.mark_ended(slot, death.seen)
+                    with self.lock:
+                        self.deaths.append(death)
+                    log(f"{death.slot} died (exit {code}, armed {death.armed}); judged at the end")
                     self.later(self.restart, slot)
             time.sleep(0.1)
 
-    def gave_up(self, slot: Slot) -> bool:
-        """Tell whether a queue worker ended itself on a database error (not a crash)."""
-        if slot.kind == "worker" and ended_on_database_error(slot.child.log_path.read_bytes()):
+    def mark_ended(self, slot: Slot, at: float | None = None) -> None:
+        """Remember when a slot's process ended (the first time the harness knew)."""
+        if slot.child is not None:
             with self.lock:
-                self.gave_up_logs.add(slot.child.log_path.name)
-            return True
-        return False
+                self.ends.setdefault(slot.child.log_path.name, at or time.time())
+
+    def judge(self, faults: list[Window]) -> list[str]:
+        """Say which deaths neither a failpoint nor a database error in a recorded fault explains.
+
+        A web instance's master never ends itself, nor passes a failpoint (its workers do,
+        and it starts others): nothing explains its death.
+        """
+        wrong = []
+        with self.lock:
+            deaths = list(self.deaths)
+        self.gave_up = []
+        for death in deaths:
+            text = death.log_path.read_text(errors="replace")
+            # A web instance's master never passes a failpoint: none explains its death.
+            armed = death.armed if death.slot.startswith("worker") else None
+            why = death_excused(text, faults, armed, death.code, death.seen)
+            if why.startswith("failpoint"):
+                continue
+            if why and death.slot.startswith("worker"):
+                self.gave_up.append(death)
+            else:
+                armed = f"armed {death.armed}" if death.armed else "unarmed"
+                wrong.append(
+                    f"{death.log_path.name} died {armed} and unkilled (exit {death.code}) at"
+                    f" {death.seen:.1f}, no failpoint or recorded fault explains it"
+                )
+        return wrong
 
     def kill_one(self) -> bool:
         """SIGKILL one process whose kind has another up and unarmed; False if none may go."""
@@ -202,6 +237,7 @@ class Cluster:
                 return False
             victim.ready = False
             if target == "queue worker":
+                self.mark_ended(victim)
                 victim.child.proc.kill()
                 self.later(self.restart, victim)
             else:
@@ -212,6 +248,7 @@ class Cluster:
                     return False
                 os.kill(pid, signal.SIGKILL)
                 if target == "web instance":
+                    self.mark_ended(victim)
                     victim.child.proc.kill()
                     self.later(self.restart, victim)
                 else:  # its master starts another worker
@@ -256,6 +293,7 @@ class Cluster:
                 while (slot.armed or not slot.alive() or not slot.ready) and tries < 3:
                     tries += 1
                     slot.stop(signal.SIGKILL)
+                    self.mark_ended(slot)
                     try:
                         slot.start(None)
                     except RuntimeError as exc:
@@ -269,21 +307,12 @@ class Cluster:
         for slot in self.slots:
             slot.stop()
 
-    def log_faults(self) -> list[str]:
-        """Say what the logs show went wrong in a queue worker that a kill cannot explain."""
+    def log_faults(self, faults: list[Window]) -> list[str]:
+        """Say what the logs show went wrong that no kill or recorded fault explains."""
         wrong = []
         for path in sorted(self.logs.glob("*.log")):
             text = path.read_text(errors="replace")
-            # Not a procrastinate task whose end a database fault kept from being written
-            # (ConnectorException): the books check that its task ends with its job's outcome.
-            lost = re.findall(r"never retrieved\nfuture: [^\n]*exception=(\w+)", text)
-            if n := sum(1 for name in lost if name != "ConnectorException"):
-                wrong.append(f"{path.name}: {n} x task exception never retrieved")
-            # Nor a worker whose row another pruned while a fault stalled its heartbeat, read
-            # from its log: the killer may have taken it while it was ending.
-            pruned = path.name in self.gave_up_logs or ended_on_database_error(text.encode())
-            if not pruned and (n := text.count("ForeignKeyViolation")):
-                wrong.append(f"{path.name}: {n} x ForeignKeyViolation")
+            wrong += log_faults(path.name, text, faults, self.ends.get(path.name))
         return wrong
 
     def tracebacks(self) -> int:

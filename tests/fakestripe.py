@@ -2,9 +2,9 @@
 
 How these were made: CONSTRUCTED to the documented format, from Stripe's API reference
 (https://docs.stripe.com/api/checkout/sessions/object, .../api/charges/object,
-.../api/refunds/object, .../api/events/object) and its webhook signature scheme
-(https://docs.stripe.com/webhooks#verify-manually: header `t=<unix time>,v1=<hex
-HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint secret>`). Nothing here was
+.../api/refunds/object, .../api/disputes/object, .../api/events/object) and its webhook
+signature scheme (https://docs.stripe.com/webhooks#verify-manually: header `t=<unix
+time>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint secret>`). Nothing here was
 recorded from Stripe: the objects carry the fields the app reads, with the documented
 names, types and values, and a few more for shape; the rest of Stripe's fields are left
 out.
@@ -124,12 +124,19 @@ def completed_session(
 
 
 def refunded_charge(
-    payment_intent: str, amount: int, *, refunded_amount: int | None = None
+    payment_intent: str,
+    amount: int,
+    *,
+    refunded_amount: int | None = None,
+    charge_id: str | None = None,
 ) -> dict[str, Any]:
-    """A Charge object as charge.refunded carries it (fully refunded unless told)."""
+    """A Charge object as charge.refunded carries it (fully refunded unless told).
+
+    amount_refunded is the sum of the charge's refunds that have not failed, so far.
+    """
     refunded_amount = amount if refunded_amount is None else refunded_amount
     return {
-        "id": f"ch_{uuid.uuid4().hex[:24]}",
+        "id": charge_id or f"ch_{uuid.uuid4().hex[:24]}",
         "object": "charge",
         "amount": amount,
         "amount_captured": amount,
@@ -162,6 +169,22 @@ def refund(
         "failure_reason": "lost_or_stolen_card" if status == "failed" else None,
         "payment_intent": payment_intent,
         "status": status,
+    }
+
+
+def dispute(payment_intent: str, amount: int, *, dispute_id: str | None = None) -> dict[str, Any]:
+    """A Dispute object as charge.dispute.created carries it (a chargeback: the bank took it)."""
+    return {
+        "id": dispute_id or f"dp_{uuid.uuid4().hex[:24]}",
+        "object": "dispute",
+        "amount": amount,
+        "charge": f"ch_{payment_intent[-20:]}",
+        "created": int(time.time()),
+        "currency": "jpy",
+        "livemode": False,
+        "payment_intent": payment_intent,
+        "reason": "fraudulent",
+        "status": "needs_response",
     }
 
 
