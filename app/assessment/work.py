@@ -51,9 +51,9 @@ def compose(pngs: Any = None, box: Any = None, zoom: int = 0, **said: Any) -> di
     """
     if pngs is None:
         return said
-    try:
+    try:  # in the pixel pool when there is one: the worker's GIL stays the pages'
         with COMPOSING:
-            picture = maps.base_map(box, zoom, pngs)
+            picture = pixels.call(maps.base_map, box, zoom, pngs)
     except (OSError, ValueError):  # a tile Pillow cannot read
         return {"base": None, "base_reason": "unavailable"}
     return {"base": picture, "base_reason": None, "base_zoom": zoom, "base_tiles": len(pngs)}
