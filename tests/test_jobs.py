@@ -90,6 +90,28 @@ def test_a_409_links_to_the_running_job(make_app):
     assert "already running" in body and f"/assessments/{job_id}" in body
 
 
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_back_to_the_form_mid_job_names_the_running_job_and_a_409_reloads_as_the_form(
+    make_app, lang
+):
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=2)
+    client.post("/language", data={"lang": lang, "csrf_token": actions.token("/")})
+    assert 'id="in-flight"' not in client.get("/assessments/new").get_data(as_text=True)
+    job_id = job_id_from(actions.submit())
+    form = client.get("/assessments/new").get_data(as_text=True)  # pressed back mid-job
+    assert f'data-in-flight="{job_id}"' in form and f'href="/assessments/{job_id}"' in form
+    said = "An assessment is already running." if lang == "en" else "実行中の評価がすでにあります。"
+    assert said in form
+    second = actions.submit("Osaka")
+    assert second.status_code == 409
+    body = second.get_data(as_text=True)
+    assert 'data-reload-as="/assessments/new?query=Osaka&amp;lang=en"' in body
+    assert "js/no-resend.js" in body
+    assert app.extensions["runner"].wait(15)
+    form = client.get("/assessments/new").get_data(as_text=True)
+    assert 'id="in-flight"' not in form  # settled: nothing is running
+
+
 def test_user_can_submit_again_once_the_job_is_terminal(client, actions, app, sql):
     actions.signup()
     first = job_id_from(actions.submit())

@@ -66,6 +66,8 @@ def new():
         form=form,
         typed=request.args.get("typed", "")[:200],
         preview=resolver.preview(form.query.data) if form.query.data else None,
+        # Back to the form mid-job: the form says a job is running and links to it.
+        in_flight=transitions.in_flight_job(current_user.id),
     )
 
 
@@ -124,7 +126,12 @@ def create():
             return _session_ended()
         return _form_error(form, 402, no_points=True)  # the form says it, once
     except transitions.AssessmentInFlight as exc:
-        return _form_error(form, 409, _("An assessment is already running."), running=exc.job_id)
+        # Reloading this answer would post the form again: the page's address becomes the
+        # form's, filled in (static/js/no-resend.js), so a reload only reads it.
+        again = url_for(".new", query=form.query.data, lang=form.lang.data)
+        return _form_error(
+            form, 409, _("An assessment is already running."), running=exc.job_id, again=again
+        )
     except RunnerBusy:
         response = _form_error(
             form, 503, _("The service is busy right now. Nothing was charged: try again shortly.")
