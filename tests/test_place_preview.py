@@ -70,3 +70,29 @@ def test_a_confirmation_covers_the_place_it_was_given_for_only(make_app, sql):
     other = actions.submit("Sendai", confirm="011002")
     assert other.status_code == 409 and "Sendai" in other.get_data(as_text=True)
     assert actions.submit("Sapporo", confirm="011002").status_code == 303
+
+
+def test_a_street_typed_in_romaji_is_said_unread_and_asked_about_before_a_point_is_spent(
+    make_app, sql
+):
+    """ "Sangenjaya 2-chome, Setagaya" was silently the whole of Setagaya-ku, a point spent."""
+    app, client, actions = signed_in(make_app)
+    typed = "Sangenjaya 2-chome, Setagaya"
+    for lang, said in (
+        ("en", "“Sangenjaya 2-chome” was not read, so the whole municipality"),
+        ("ja", "「Sangenjaya 2-chome」は読み取れなかったため、市区町村全体を評価"),
+    ):
+        preview = client.get(
+            f"/assessments/place?query={typed}", headers={"Accept-Language": lang}
+        ).get_data(as_text=True)
+        assert said in preview and 'data-unread="Sangenjaya 2-chome"' in preview
+    plain = client.get("/assessments/place?query=Chuo-ku, Sapporo").get_data(as_text=True)
+    assert "data-unread" not in plain  # every word read: nothing to say
+    answer = actions.submit(typed)
+    body = answer.get_data(as_text=True)
+    assert answer.status_code == 400 and "“Sangenjaya 2-chome” was not read" in body
+    assert "Setagaya" in body and 'class="notice choices"' in body  # the ward, offered free
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    chosen = actions.submit("Setagaya-ku, Tokyo")  # what the choice fills the form with
+    assert chosen.status_code == 303

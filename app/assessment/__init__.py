@@ -26,6 +26,8 @@ _EXPORTS = {
     "PlaceNotFound": ".place.resolver",
     "PlaceSuperseded": ".place.resolver",
     "resolve_place": ".place.resolver",
+    "unread": ".place.resolver",
+    "UNREAD": ".place.resolver",
     "place_address": ".sources.gsi_address",
     "LayerProvider": ".sources.providers",
     "make_provider": ".sources.providers",
@@ -40,6 +42,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "UNREAD",
     "Area",
     "LayerProvider",
     "PlaceAmbiguous",
@@ -51,4 +54,5 @@ __all__ = [
     "place_address",
     "resolve_place",
     "run_assessment",
+    "unread",
 ]

@@ -8,12 +8,15 @@ import uuid
 from flask import current_app
 
 from ..assessment import (
+    UNREAD,
     Area,
+    PlaceAmbiguous,
     ProviderError,
     Stopped,
     place_address,
     resolve_place,
     run_assessment,
+    unread,
 )
 from ..assessment.errors import UnreadableTiles
 from ..database import dbretry
@@ -49,6 +52,10 @@ def submit(
     area = resolve_place(query)
     # The confirmation names the area the form previewed: before GSI moves it to its 番地.
     confirmed = confirmed is True or confirmed == area.code
+    if not confirmed and (rest := unread(query)):
+        # A street typed in romaji is not read: ask before the whole municipality is paid
+        # for, offering it as the one choice (free), the form saying what was not read.
+        raise PlaceAmbiguous(query, [area], parts=[(UNREAD, {"unread": rest})])
     if area.address and not current_app.extensions["layer_provider"].is_demo:
         url = current_app.config["GSI_ADDRESS_SEARCH_URL"]
         area = place_address(area, url, current_app.extensions["layer_cache"])

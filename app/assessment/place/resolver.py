@@ -478,6 +478,44 @@ def _ja_prefecture(gaz: Gazetteer, name: str) -> str | None:
 
 
 def _by_romaji(text: str) -> Area:
+    return _romaji_read(text)[0]
+
+
+UNREAD = N_(
+    "Only part of what you typed names a place: “%(unread)s” was not read. Choose the whole"
+    " municipality below (nothing is charged until you start it), or type the street"
+    " address in Japanese."
+)
+
+
+def unread(query: str) -> str:
+    """Return the leading part of a query in romaji that no place was read from ("" if none).
+
+    "Sangenjaya 2-chome, Setagaya" is read as the whole of Setagaya-ku: its street is not
+    read (the address data has no romaji streets), so the preview says which part was not,
+    and the submit asks before a point is spent on the whole municipality.
+    """
+    text = unicodedata.normalize("NFKC", query).strip()
+    digits = re.sub(r"[\s-]", "", text)
+    if (
+        not text
+        or LAT_LON.fullmatch(text)
+        or GSI_MAP_URL.search(text)
+        or google_point(text)
+        or POSTAL_CODE.match(text)
+        or NEAR.fullmatch(text)
+        or (digits.isascii() and digits.isdigit())
+        or not is_romaji(text)
+    ):
+        return ""
+    try:
+        return _romaji_read(text)[1]
+    except (PlaceNotFound, PlaceAmbiguous):
+        return ""
+
+
+def _romaji_read(text: str) -> tuple[Area, str]:
+    """Return the place a romaji query names and its leading parts not read (a street)."""
     gaz = gazetteer()
     plain = "".join(ch for ch in unicodedata.normalize("NFKD", text) if ch.isascii()).lower()
     words = [
@@ -498,12 +536,16 @@ def _by_romaji(text: str) -> Area:
             continue
         key = romaji_key(" ".join(run))
         key = key.removesuffix("japan") or key
+        # The parts before the run, as typed: what the place was not read from.
+        skipped = ", ".join(
+            part.strip() for part in PART_SEPARATOR.split(text)[: words[start][0]] if part.strip()
+        )
         if areas := _exact(gaz, gaz.romaji_full, gaz.romaji_base, key):
-            return _one(text, areas)
+            return _one(text, areas), skipped
         if start == 0 and key in gaz.romaji_pref:
             raise _prefecture_given(gaz, gaz.prefectures[gaz.romaji_pref[key]])
         if areas := _romaji_in_prefecture(gaz, key):
-            return _one(text, areas)
+            return _one(text, areas), skipped
     key = romaji_key(text)
     raise PlaceNotFound(
         N_('No municipality matches "%(query)s".'),
@@ -625,6 +667,7 @@ class Preview:
     wards: int = 0  # a designated city is assessed whole: its wards, counted
     choices: int = 0  # several places match: the submit will offer them, free
     example: Area | None = None  # one of the city's own wards, to show how to name one
+    unread: str = ""  # the leading part of the text no place was read from (a street)
 
 
 def preview(query: str) -> Preview:
@@ -652,4 +695,5 @@ def preview(query: str) -> Preview:
         ]
     # The example is a ward the city has (Kyoto has no 中央区): its 中央区 if it has one.
     wards.sort(key=lambda ward: (not ward.name_ja.endswith("中央区"), ward.code))
-    return Preview(query, area, number, len(wards), example=wards[0] if wards else None)
+    example = wards[0] if wards else None
+    return Preview(query, area, number, len(wards), example=example, unread=unread(query))
