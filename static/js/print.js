@@ -1,7 +1,6 @@
-// A print button: the browser's own Print, from a file (the CSP allows only 'self' scripts).
-(function () {
-  document.querySelectorAll("[data-print]").forEach(function (button) {
-    button.hidden = false;
-    button.addEventListener("click", function () { window.print(); });
-  });
-})();
+// Print buttons ([data-print]) open the browser's own Print. Delegated from the document, so
+// a report that arrives with the poll's last answer has a working button too. A file, not an
+// inline script: the CSP allows only 'self'.
+document.addEventListener("click", function (event) {
+  if (event.target.closest("[data-print]")) { window.print(); }
+});
