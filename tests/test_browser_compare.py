@@ -39,6 +39,11 @@ def test_two_reports_ticked_on_the_history_open_side_by_side(page, live):
     assert shaking.is_visible()
     assert page.get_by_role("button", name="Print").is_visible()
     check_a11y(page)
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: a card per row
+    label = page.locator('.compare-layer[data-layer="flood"] tr[data-row="worst"] td').first
+    shown = label.evaluate("(td) => getComputedStyle(td, '::before').content")
+    assert names[0] in shown.casefold(), shown  # the place names the value
+    page.screenshot(path="/tmp/compare-phone.png", full_page=False)
     page.emulate_media(media="print")
     assert not page.get_by_role("button", name="Print").is_visible()
     assert not page.locator(".topbar").is_visible()

@@ -89,6 +89,9 @@ def test_two_reports_read_side_by_side_in_the_reader_s_language(
     seismic = next(row for row in stored["layers"] if row["key"] == "seismic")
     probability = cell(html, "seismic", "probability", yokohama)
     assert "%.1f %%" % (seismic["numbers"]["shaking_prob_30y"] * 100) in probability
+    # Both built from demonstration data, and said so of both (not "some").
+    all_demo = "デモ用のデータから作成したもので" if lang == "ja" else "These reports are built"
+    assert all_demo in html
     # Both reports read the same 500 m circle: nothing to warn about.
     assert "data-radii-differ" not in html
     # Reading the English report in Japanese (and the other way) is free.
