@@ -11,6 +11,7 @@ from tests.test_browser import (  # noqa: F401 - the launch arguments are a fixt
     start_job,
     watch_csp,
 )
+from tests.test_browser_print import pages_of
 
 pytestmark = pytest.mark.browser
 
@@ -47,4 +48,7 @@ def test_two_reports_ticked_on_the_history_open_side_by_side(page, live):
     page.emulate_media(media="print")
     assert not page.get_by_role("button", name="Print").is_visible()
     assert not page.locator(".topbar").is_visible()
+    pages = pages_of(page.pdf(format="A4"))
+    print(f"comparison of two: {pages} A4 pages")
+    assert pages <= 2  # the table, printed on its own
     assert violations == []
