@@ -151,11 +151,22 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         (*ZONES, BASEMAP),
     )
 
-    from .web import assessments, auth, cli, errors, headers, health, main, preferences, support
+    from .web import (
+        assessments,
+        auth,
+        cli,
+        compare,
+        errors,
+        headers,
+        health,
+        main,
+        preferences,
+        support,
+    )
 
     headers.init_app(app)
 
-    for module in (auth, main, assessments, support, health, preferences):
+    for module in (auth, main, assessments, compare, support, health, preferences):
         app.register_blueprint(module.bp)
     errors.init_app(app)
     # Every request may set off the due chores (the fast poll, which bypasses Flask,

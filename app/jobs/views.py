@@ -353,3 +353,19 @@ def history(
         }
         for row, head in zip(rows, heads, strict=True)
     ]
+
+
+def chosen_reports(user_id: int, job_ids: list[uuid.UUID]) -> list[Any]:
+    """Return the user's jobs among job_ids, in the order asked, with their kept reports.
+
+    Another user's job and an unknown id are simply absent: the caller answers 404 for both.
+    """
+    rows = db.session.execute(
+        text(
+            "SELECT id, status, error_code, query_text, area, result FROM assessment_jobs"
+            " WHERE user_id = :u AND id = ANY(:ids)"
+        ),
+        {"u": user_id, "ids": list(job_ids)},
+    ).all()
+    by_id = {row.id: row for row in rows}
+    return [by_id[job_id] for job_id in job_ids if job_id in by_id]
