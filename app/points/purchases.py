@@ -483,15 +483,16 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
         return "unmatched"
     _lock_payment(payment_intent)
     known = db.session.execute(
-        text(
-            "SELECT full_refund, failed_until >= to_timestamp(:t) AS superseded"
-            " FROM payment_refunds WHERE payment_intent = :pi"
-        ),
-        {"pi": payment_intent, "t": created if created is not None else 0},
+        text("SELECT full_refund FROM payment_refunds WHERE payment_intent = :pi"),
+        {"pi": payment_intent},
     ).first()
-    if known is not None and known.superseded and created is not None:
-        db.session.rollback()
-        return "superseded"
+    undone = _undone_since(payment_intent, created) if known is not None else None
+    if undone is not None:
+        refunded = _int(charge.get("amount_refunded"))
+        if undone.unknown or refunded is None or undone.yen >= refunded:
+            db.session.rollback()
+            return "superseded"  # every yen it says was refunded came back
+        return _partly_undone(charge, payment_intent, refunded, undone)
     if known is not None and known.full_refund and not full:
         # A partial refund's event delivered after the full one's: the full one settled it.
         db.session.rollback()
@@ -624,6 +625,70 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
     return "reversed" if inserted is not None else "already_reversed"
 
 
+def _undone_since(payment_intent: str, created: int | None) -> Row | None:
+    """The refunds that failed after an event of `created` and were made before it; or None.
+
+    Only these can be inside the amount the event says was refunded: a refund made after
+    the event is not in it, and one that failed before it was already taken off by Stripe.
+    A failure recorded with no amount (before 15_refund_failures) explains anything.
+    """
+    if created is None:
+        return None
+    row = db.session.execute(
+        text(
+            "SELECT count(*) AS n, coalesce(sum(amount), 0) AS yen,"
+            " bool_or(amount IS NULL) AS unknown,"
+            " string_agg(refund_id || ' (' || coalesce(amount::text, '?') || ' yen)', ', '"
+            "   ORDER BY failed_at, refund_id) AS refunds"
+            " FROM refund_failures WHERE payment_intent = :pi"
+            "   AND failed_at >= to_timestamp(:t)"
+            "   AND (refund_created IS NULL OR refund_created <= to_timestamp(:t))"
+        ),
+        {"pi": payment_intent, "t": created},
+    ).first()
+    return row if row.n else None
+
+
+def _partly_undone(charge: dict[str, Any], payment_intent: str, refunded: int, undone) -> str:
+    """An old charge.refunded whose refunds failed only in part: the rest went back.
+
+    No point moves: the money still refunded is a part of the payment, which support
+    settles, as any partial refund. The payment remembers it (a later full refund is then
+    one after a partial), and a critical incident names the refunds and the amount.
+    """
+    charge_id = _text(charge.get("id")) or ""
+    kept = refunded - undone.yen
+    db.session.execute(
+        text(
+            "UPDATE payment_refunds SET updated_at = now(), partial_seen = true,"
+            " amount_refunded = greatest(coalesce(amount_refunded, 0), :kept)"
+            " WHERE payment_intent = :pi"
+        ),
+        {"pi": payment_intent, "kept": kept},
+    )
+    owner = db.session.execute(
+        text("SELECT c.id, c.user_id FROM checkout_sessions c WHERE c.payment_intent = :pi"),
+        {"pi": payment_intent},
+    ).first()
+    db.session.commit()
+    named = (
+        charge.get("refunds", {}).get("data") if isinstance(charge.get("refunds"), dict) else None
+    )
+    went = [r.get("id") for r in named or [] if isinstance(r, dict) and r.get("id")]
+    _payment_incident(
+        "REFUND_PARTLY_UNDONE",
+        "critical",
+        user_id=owner.user_id if owner else None,
+        detail=f"charge {charge_id} (payment {payment_intent}, Checkout Session"
+        f" {owner.id if owner else None}) said {refunded} yen were refunded, in an event"
+        f" older than the failure of refund(s) {undone.refunds}; the other {kept} yen went"
+        f" back to the buyer{' (refunds ' + ', '.join(went) + ')' if went else ''} and no"
+        " points were taken for them: settle the points by hand",
+        ref=f"{charge_id} refunded {refunded}",
+    )
+    return "partly_undone"
+
+
 def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
     """Give back what a refund took, once, when Stripe says it failed or was cancelled.
 
@@ -664,6 +729,23 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
             "  failed_until = greatest(payment_refunds.failed_until, to_timestamp(:t))"
         ),
         {"pi": payment_intent, "c": charge_id, "re": refund_id, "a": amount, "t": created or 0},
+    )
+    # Each failure by itself, with its amount and when its refund was made: an older
+    # charge.refunded is judged by the refunds it can contain (_undone_since).
+    db.session.execute(
+        text(
+            "INSERT INTO refund_failures"
+            " (refund_id, payment_intent, amount, refund_created, failed_at)"
+            " VALUES (:re, :pi, :a, to_timestamp(:made), to_timestamp(:t))"
+            " ON CONFLICT (refund_id) DO NOTHING"
+        ),
+        {
+            "re": refund_id,
+            "pi": payment_intent,
+            "a": amount if amount is not None and amount >= 0 else None,
+            "made": _int(refund.get("created")),
+            "t": created or 0,
+        },
     )
     purchase = db.session.execute(
         text(
