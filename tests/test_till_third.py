@@ -84,3 +84,68 @@ def test_a_failure_of_a_refund_made_after_the_event_explains_none_of_it(shop, sq
     deliver(shop.url, failed_c)
     assert deliver(shop.url, late_a).json()["outcome"] == "partial"
     assert "PARTIAL_REFUND" in [c for c, _ in codes(sql)]
+
+
+# --- 2: a failed refund undoes what support took by hand for it ---------------------------
+
+
+def support_takes(sql, user: int, points: int, code: str) -> None:
+    """Support takes points by hand for a refund's incident, then closes the incident."""
+    operator = sql(
+        "INSERT INTO users (email, password_hash, role) VALUES"
+        " ('desk-' || md5(random()::text) || '@example.com', 'x', 'support') RETURNING id"
+    )[0][0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
+        " VALUES (%(u)s, 'support', %(n)s, %(op)s, 'refunded: taken back by hand')",
+        u=user,
+        n=-points,
+        op=operator,
+    )
+    sql(
+        "UPDATE incidents SET resolved_at = now(), resolved_by = %(op)s, resolution = 'taken'"
+        " WHERE code = %(c)s",
+        op=operator,
+        c=code,
+    )
+
+
+def test_a_failed_refund_after_support_took_the_spent_points_asks_to_give_them_back(shop, sql):
+    user, sid, pi = credited(shop, sql, spent=1)
+    assert (
+        deliver(shop.url, charge_refunded(pi, YEN, int(time.time()) - 60)).json()["outcome"]
+        == "reversed"
+    )
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, reason)"
+        " VALUES (%(u)s, 'grant', 3, 'later points')",
+        u=user,
+    )
+    support_takes(sql, user, 1, "REFUND_AFTER_SPEND")  # the spent point, chased by hand
+
+    failed = refund_failed(pi, YEN, "re_card", int(time.time()) - 60, int(time.time()))
+    assert deliver(shop.url, failed).json()["outcome"] == "restored"
+    assert deliver(shop.url, failed).json()["outcome"] == "already_restored"
+
+    assert balance(sql, user) == 2 + 4  # what the reversal took comes back by itself
+    opened = [r for r in incidents(sql) if r[0] == "REFUND_FAILED"]
+    assert len(opened) == 1 and opened[0][1] == "critical", incidents(sql)
+    assert "give back 1 point" in opened[0][2] and sid in opened[0][2]
+
+
+def test_a_failed_refund_after_a_partial_one_asks_to_give_back_what_support_took(shop, sql):
+    user, sid, pi = credited(shop, sql)
+    now = int(time.time())
+    assert deliver(shop.url, charge_refunded(pi, 500, now - 100)).json()["outcome"] == "partial"
+    full = deliver(shop.url, charge_refunded(pi, YEN, now - 90)).json()["outcome"]
+    assert full == "refunded_after_partial"
+    support_takes(sql, user, 5, "REFUND_AFTER_PARTIAL")
+
+    failed = refund_failed(pi, YEN, "re_whole", now - 95, now)
+    assert deliver(shop.url, failed).json()["outcome"] != "nothing_taken"
+    deliver(shop.url, failed)
+
+    opened = [r for r in incidents(sql) if r[0] == "REFUND_FAILED"]
+    assert len(opened) == 1 and opened[0][1] == "critical", incidents(sql)
+    assert "give back" in opened[0][2] and "5 point" in opened[0][2]
+    assert balance(sql, user) == 0  # nothing moves by itself: support decides

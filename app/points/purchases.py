@@ -764,9 +764,25 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
             None, refund_id, payment_intent, amount, "no credited purchase has that payment"
         )
     if purchase.reversal is None:
+        after_partial = _hand_settled(purchase.checkout_session, "REFUND_AFTER_PARTIAL")
         db.session.commit()
-        if amount is not None and amount >= purchase.yen:
+        if amount is not None and amount >= purchase.yen and after_partial is None:
             return "nothing_taken"  # a full refund that never took points: nothing to give
+        if amount is not None and amount >= purchase.yen:
+            # Support was asked to settle this full refund by hand: what it took for a
+            # refund that never paid out is the buyer's again.
+            _refund_failed_incident(
+                purchase.user_id,
+                refund_id,
+                payment_intent,
+                amount,
+                f"Checkout Session {purchase.checkout_session}'s full refund after a partial"
+                f" one was left to support (REFUND_AFTER_PARTIAL), which has taken"
+                f" {after_partial.taken} point(s) from this user by hand since: give back"
+                f" what was taken for this refund, up to its {purchase.points} points",
+                severity="critical",
+            )
+            return "failed_after_partial"
         return _refund_failed_incident(
             purchase.user_id,
             refund_id,
@@ -823,7 +839,23 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
         )
         return "failed_after_restore"
     # The points a spent pack's reversal could not take are no longer owed: the refund
-    # that asked support to chase them did not go through.
+    # that asked support to chase them did not go through. If support chased them already
+    # (closed the incident, or took points by hand since), it hears what to give back.
+    chased = _hand_settled(purchase.checkout_session, "REFUND_AFTER_SPEND")
+    if chased is not None and (chased.by_support or chased.taken):
+        spent = purchase.points + purchase.taken  # taken is negative: what it could not take
+        _payment_incident(
+            "REFUND_FAILED",
+            "critical",
+            user_id=purchase.user_id,
+            detail=f"refund {refund_id} of {amount} yen (payment {payment_intent}) failed or"
+            f" was cancelled after support was asked to take back the {spent} spent"
+            f" point(s) of Checkout Session {purchase.checkout_session} (REFUND_AFTER_SPEND);"
+            f" the {-purchase.taken} points the reversal took were given back by themselves;"
+            f" support has taken {chased.taken} point(s) from this user by hand since:"
+            f" give back {min(spent, chased.taken)} point(s) taken for this refund",
+            ref=refund_id,  # committed with the restore: a re-delivery finds both or neither
+        )
     settled = list(
         db.session.execute(
             text(
@@ -846,10 +878,31 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
     return "restored"
 
 
-def _refund_failed_incident(user_id, refund_id, payment_intent, amount, why: str) -> str:
+def _hand_settled(session_id: str, code: str) -> Row | None:
+    """A session's incident that asked support to settle points by hand; or None.
+
+    With whether a support user closed it, and how many points support has taken from the
+    user by hand (negative `support` rows) since it opened: what a refund that then fails
+    may owe back.
+    """
+    return db.session.execute(
+        text(
+            "SELECT i.resolved_by IS NOT NULL AS by_support,"
+            " coalesce((SELECT -sum(l.amount) FROM point_ledger l WHERE l.user_id = i.user_id"
+            "   AND l.kind = 'support' AND l.amount < 0 AND l.created_at >= i.created_at),"
+            "   0) AS taken"
+            " FROM incidents i WHERE i.payment_ref = :s AND i.code = :c"
+        ),
+        {"s": session_id, "c": code},
+    ).first()
+
+
+def _refund_failed_incident(
+    user_id, refund_id, payment_intent, amount, why: str, severity: str = "warning"
+) -> str:
     _payment_incident(
         "REFUND_FAILED",
-        "warning",
+        severity,
         user_id=user_id,
         detail=f"refund {refund_id} of {amount} yen (payment {payment_intent}) failed or was"
         f" cancelled; {why}",
