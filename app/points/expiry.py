@@ -1,7 +1,8 @@
-"""Points lapse POINTS_VALID_DAYS after they were added, oldest first.
+"""Points lapse POINTS_VALID_DAYS after they were added, oldest first, lot by lot.
 
-Points are spent oldest first, so what a user holds is always their newest additions: the
-part of the balance beyond what was added within the validity is what has lapsed. An
+Points are spent oldest first, so what a user holds is always their newest lots: the
+part of the balance beyond the lots added within the validity is what has lapsed. A
+refund takes from its own lot only (LOT_LEFT). An
 `expire` ledger row takes exactly that, under the user's row lock, so a job's consume
 cannot slip between reading the balance and taking from it; run again, it finds nothing.
 Kept inside six months (180 days by default), the points stay exempt from 資金決済法
@@ -18,15 +19,34 @@ log = logging.getLogger(__name__)
 
 REASON = "points expired"
 
-# Every point issued within the validity (a purchase, a grant, support's) is what the
-# balance may still hold; anything beyond it is older, and has lapsed. A job's refund or a
-# purchase's restore gives a point back, not a new one: it keeps the date it was issued,
-# or a refund would renew a point past the validity the 資金決済法 exemption rests on.
+# A lot is a row that issued points (a grant, a purchase, support's), less what its own
+# reversal took back and plus what its restore gave back: a pack bought and refunded is a
+# lot of nothing, not a fresh one that keeps older points alive. Points are spent oldest
+# first, so a user holds their newest lots; whatever they hold beyond the lots issued within
+# the validity is older, and has lapsed. A job's refund gives a point back, not a new one:
+# it keeps the date it was issued, or a refund would renew a point past the validity the
+# 資金決済法 exemption rests on.
+LOTS = (
+    "SELECT l.id, l.user_id, l.created_at, l.amount + coalesce((SELECT sum(x.amount)"
+    "   FROM point_ledger x WHERE x.checkout_session = l.checkout_session"
+    "     AND x.kind IN ('purchase_refund', 'purchase_restore')), 0) AS size"
+    " FROM point_ledger l WHERE l.amount > 0 AND l.kind IN ('grant', 'purchase', 'support')"
+)
+
 LAPSED = (
-    "u.point_balance - coalesce((SELECT sum(l.amount) FROM point_ledger l"
-    "  WHERE l.user_id = u.id AND l.amount > 0"
-    "    AND l.kind IN ('grant', 'purchase', 'support')"
-    "    AND l.created_at > now() - make_interval(days => :days)), 0)"
+    "u.point_balance - coalesce((SELECT sum(lot.size) FROM (" + LOTS + ") lot"
+    "  WHERE lot.user_id = u.id"
+    "    AND lot.created_at > now() - make_interval(days => :days)), 0)"
+)
+
+# What is left of one lot (:lot, a purchase row) of the user it belongs to: the balance
+# is held newest lot first, so the lot holds what the newer ones leave of it, at most its
+# own points. Its lapsed or spent points are not there to take, and a newer lot's are not its.
+LOT_LEFT = (
+    "SELECT greatest(0, least(p.amount, u.point_balance - coalesce((SELECT sum(lot.size)"
+    "   FROM (" + LOTS + ") lot WHERE lot.user_id = p.user_id"
+    "     AND (lot.created_at, lot.id) > (p.created_at, p.id)), 0)))"
+    " FROM point_ledger p JOIN users u ON u.id = p.user_id WHERE p.id = :lot"
 )
 
 

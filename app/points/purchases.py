@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from ..config import is_on
 from ..extensions import db
 from ..operations import failpoints, metrics
-from . import incidents
+from . import expiry, incidents
 
 log = logging.getLogger(__name__)
 
@@ -580,9 +580,12 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             return "partial"
         _full_after_partial_incident(purchase.checkout_session, purchase.user_id, purchase.amount)
         return "refunded_after_partial"
-    balance = db.session.execute(
-        text("SELECT point_balance FROM users WHERE id = :u FOR UPDATE"), {"u": purchase.user_id}
-    ).scalar_one()
+    db.session.execute(
+        text("SELECT 1 FROM users WHERE id = :u FOR UPDATE"), {"u": purchase.user_id}
+    )
+    # Only what is left of this pack's own lot: its spent or lapsed points are gone, and
+    # the user's newer points are not this payment's to take.
+    left = db.session.execute(text(expiry.LOT_LEFT), {"lot": purchase.id}).scalar_one()
     inserted = db.session.execute(
         text(
             "INSERT INTO point_ledger"
@@ -593,7 +596,7 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
         ),
         {
             "u": purchase.user_id,
-            "n": -min(purchase.amount, balance),
+            "n": -left,
             "s": purchase.checkout_session,
             "p": purchase.id,
             "r": REFUND_REASON,
@@ -618,7 +621,7 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             "warning",
             user_id=purchase.user_id,
             detail=f"Checkout Session {purchase.checkout_session} was refunded after"
-            f" {purchase.amount - taken} of its {purchase.amount} points were spent;"
+            f" {purchase.amount - taken} of its {purchase.amount} points were spent or had lapsed;"
             f" {taken} taken back",
             ref=purchase.checkout_session,
         )
