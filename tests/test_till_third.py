@@ -149,3 +149,63 @@ def test_a_failed_refund_after_a_partial_one_asks_to_give_back_what_support_took
     assert len(opened) == 1 and opened[0][1] == "critical", incidents(sql)
     assert "give back" in opened[0][2] and "5 point" in opened[0][2]
     assert balance(sql, user) == 0  # nothing moves by itself: support decides
+
+
+# --- 6: an event that names nothing opens one incident; the ops page counts every point ---
+
+
+def test_an_event_naming_no_charge_or_refund_opens_one_incident_however_often_sent(shop, sql):
+    charge = fakestripe.refunded_charge("pi_x", YEN)
+    del charge["id"], charge["payment_intent"]
+    refund = fakestripe.refund("pi_x", 500, "failed")
+    del refund["id"]
+    dispute = {"object": "dispute", "amount": YEN, "reason": "fraudulent"}
+    for payload in (
+        fakestripe.event("charge.refunded", charge),
+        fakestripe.event("refund.failed", refund),
+        fakestripe.event("charge.dispute.created", dispute),
+    ):
+        for _ in range(3):  # Stripe re-delivers the same event
+            assert deliver(shop.url, payload).status_code == 200
+    assert sorted(c for c, _ in codes(sql)) == ["CHARGEBACK", "REFUND_FAILED", "REFUND_UNMATCHED"]
+
+
+def test_the_ops_page_counts_restored_points_as_sold_and_shows_lapsed_ones(make_app, sql):
+    import re
+
+    from tests.conftest import signed_in
+    from tests.test_purchases import new_user
+
+    app, client, _ = signed_in(make_app, email="ops@example.com")
+    sql("UPDATE users SET role = 'support'")
+    user = new_user(sql)
+    sql(
+        "INSERT INTO checkout_sessions (id, user_id, points, amount, currency, status)"
+        " VALUES ('cs_r', %(u)s, 5, 2000, 'jpy', 'paid')",
+        u=user,
+    )
+    for kind, amount, of in (
+        ("purchase", 5, None),
+        ("purchase_refund", -5, "purchase"),
+        ("purchase_restore", 5, "purchase_refund"),
+    ):
+        sql(
+            "INSERT INTO point_ledger (user_id, kind, amount, checkout_session, refund_of)"
+            " SELECT %(u)s, %(k)s, %(n)s, 'cs_r', (SELECT id FROM point_ledger"
+            "   WHERE checkout_session = 'cs_r' AND kind = %(of)s)",
+            u=user,
+            k=kind,
+            n=amount,
+            of=of,
+        )
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, reason) VALUES"
+        " (%(u)s, 'expire', -2, 'points expired')",
+        u=user,
+    )
+    html = client.get("/support/ops").get_data(as_text=True)
+    today = re.search(r'<tr data-day="[^"]+">(.*?)</tr>', html).group(1)
+    # Bought, refunded, the refund failed: the 5 points are sold. 2 points lapsed today.
+    assert 'data-stat="sold">5<' in today, today
+    assert 'data-stat="lapsed">2<' in today, today
+

@@ -13,6 +13,8 @@ awaiting a konbini payment, paid, failed, expired): the page after paying reads 
 ledger, not that table, is what says a session was credited.
 """
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -229,6 +231,14 @@ def _act(kind: str, obj: dict[str, Any], packs: dict[int, Pack], created: int | 
     return "ignored"
 
 
+def _unnamed(obj: dict[str, Any]) -> str:
+    """A reference for an event's object that names no id of its own: the same object
+    re-delivered gives the same one, so its incident opens once (a NULL reference would
+    escape the unique index and open one per delivery)."""
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+    return f"unnamed {obj.get('object') or 'object'} {digest[:24]}"
+
+
 def _payment_intent_conflict(obj: dict[str, Any]) -> str:
     """An event names a payment intent another of our sessions holds: nothing is credited."""
     db.session.rollback()
@@ -268,7 +278,7 @@ def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
     """
     session_id = _text(obj.get("id"))
     if session_id is None:
-        return _mismatch(None, None, "no session id")
+        return _mismatch(None, None, "no session id", ref=_unnamed(obj))
     row = db.session.execute(
         text(
             "SELECT user_id, points, amount, currency, payment_intent"
@@ -401,14 +411,16 @@ def _payment_incident(code: str, severity: str, *, user_id, detail: str, ref) ->
     )
 
 
-def _mismatch(session_id: str | None, user_id: int | None, detail: str) -> str:
+def _mismatch(
+    session_id: str | None, user_id: int | None, detail: str, ref: str | None = None
+) -> str:
     db.session.rollback()
     _payment_incident(
         "PURCHASE_MISMATCH",
         "critical",
         user_id=user_id,
         detail=f"Checkout Session {session_id}: {detail}; no points credited",
-        ref=session_id,
+        ref=session_id or ref,
     )
     return "mismatch"
 
@@ -478,7 +490,7 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             "warning",
             user_id=None,
             detail=f"charge {charge_id} was refunded, but names no payment",
-            ref=charge_id or None,
+            ref=charge_id or _unnamed(charge),
         )
         return "unmatched"
     _lock_payment(payment_intent)
@@ -535,7 +547,7 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             detail=f"charge {charge_id} (payment {payment_intent}) was refunded, but no"
             " credited purchase has that payment yet; if one is credited later, a full"
             " refund is reversed then, a partial one raised",
-            ref=charge_id or None,
+            ref=charge_id or _unnamed(charge),
         )
         return "unmatched"
     restored = db.session.execute(
@@ -708,7 +720,9 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
     payment_intent, refund_id = _text(refund.get("payment_intent")), _text(refund.get("id"))
     amount, charge_id = _int(refund.get("amount")), _text(refund.get("charge")) or ""
     if payment_intent is None or refund_id is None:
-        return _refund_failed_incident(None, refund_id, payment_intent, amount, "names no payment")
+        return _refund_failed_incident(
+            None, refund_id, payment_intent, amount, "names no payment", ref=_unnamed(refund)
+        )
     _lock_payment(payment_intent)
     seen = db.session.execute(
         text("SELECT :re = ANY(failed_refunds) FROM payment_refunds WHERE payment_intent = :pi"),
@@ -901,7 +915,13 @@ def _hand_settled(session_id: str, code: str) -> Row | None:
 
 
 def _refund_failed_incident(
-    user_id, refund_id, payment_intent, amount, why: str, severity: str = "warning"
+    user_id,
+    refund_id,
+    payment_intent,
+    amount,
+    why: str,
+    severity: str = "warning",
+    ref: str | None = None,
 ) -> str:
     _payment_incident(
         "REFUND_FAILED",
@@ -909,7 +929,7 @@ def _refund_failed_incident(
         user_id=user_id,
         detail=f"refund {refund_id} of {amount} yen (payment {payment_intent}) failed or was"
         f" cancelled; {why}",
-        ref=refund_id,
+        ref=refund_id or ref,
     )
     return "unmatched" if user_id is None else "partial_failed"
 
@@ -930,7 +950,7 @@ def dispute(obj: dict[str, Any]) -> str:
         detail=f"dispute {dispute_id} ({obj.get('reason')!r}) on charge {obj.get('charge')}"
         f" (payment {payment_intent}, Checkout Session {owner.id if owner else None}) for"
         f" {obj.get('amount')} yen: answer it in Stripe; no points were moved",
-        ref=dispute_id,
+        ref=dispute_id or _unnamed(obj),
     )
     return "disputed"
 
