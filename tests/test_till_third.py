@@ -209,3 +209,28 @@ def test_the_ops_page_counts_restored_points_as_sold_and_shows_lapsed_ones(make_
     assert 'data-stat="sold">5<' in today, today
     assert 'data-stat="lapsed">2<' in today, today
 
+
+# --- 5: a receipt states the money refunded, whether or not points moved -------------------
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_receipt_states_the_money_refunded_even_when_no_point_moved(make_app, sql, lang):
+    from tests.conftest import Actions
+    from tests.test_purchases import checkout, paid_event, spend, webhook_via
+
+    app = make_app(**PAY)
+    client = app.test_client()
+    Actions(client).signup("buyer@example.com")
+    user = sql("SELECT id FROM users")[0][0]
+    sid, pi = checkout(sql, user, 5, YEN), "pi_receipt_refunded_000"
+    webhook_via(client, paid_event(sid, user, payment_intent=pi))
+    spend(sql, user, sql("SELECT point_balance FROM users")[0][0])  # every point spent
+    partial = fakestripe.refunded_charge(pi, YEN, refunded_amount=500)
+    webhook_via(client, fakestripe.event("charge.refunded", partial))
+    said = {"en": "¥500 of this payment was refunded", "ja": "¥500を返金しました"}
+    for path in (f"/points/receipts/{sid}", f"/points/receipts/{sid}/print"):
+        html = client.get(path, headers={"Accept-Language": lang}).get_data(as_text=True)
+        assert 'data-refunded="500"' in html and said[lang] in html, path
+    webhook_via(client, fakestripe.event("charge.refunded", fakestripe.refunded_charge(pi, YEN)))
+    html = client.get(f"/points/receipts/{sid}").get_data(as_text=True)
+    assert 'data-refunded="2000"' in html  # all of it, though no point could be taken

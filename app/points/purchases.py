@@ -982,8 +982,12 @@ def receipt(session_id: str, user_id: int) -> Row | None:
     return db.session.execute(
         text(
             "SELECT c.id, c.points, c.amount, c.currency, p.created_at AS paid_at, u.email,"
-            " coalesce(-r.amount, 0) AS taken_back, coalesce(s.amount, 0) AS given_back"
+            " coalesce(-r.amount, 0) AS taken_back, coalesce(s.amount, 0) AS given_back,"
+            " coalesce(f.amount_refunded, 0) AS refunded"
             " FROM checkout_sessions c JOIN users u ON u.id = c.user_id"
+            # The money, as Stripe last said and less the refunds that failed since: a
+            # refund that moved no points (all spent, partial) is on the receipt too.
+            " LEFT JOIN payment_refunds f ON f.payment_intent = c.payment_intent"
             " JOIN point_ledger p ON p.checkout_session = c.id AND p.kind = 'purchase'"
             " LEFT JOIN point_ledger r ON r.checkout_session = c.id AND r.kind = 'purchase_refund'"
             " LEFT JOIN point_ledger s ON s.checkout_session = c.id"
