@@ -234,3 +234,33 @@ def test_a_receipt_states_the_money_refunded_even_when_no_point_moved(make_app, 
     webhook_via(client, fakestripe.event("charge.refunded", fakestripe.refunded_charge(pi, YEN)))
     html = client.get(f"/points/receipts/{sid}").get_data(as_text=True)
     assert 'data-refunded="2000"' in html  # all of it, though no point could be taken
+
+
+# --- 4: support grants to one account add up over a window --------------------------------
+
+
+def test_grants_split_into_small_ones_still_need_a_second_support_user(make_app, sql):
+    from tests.conftest import Actions
+    from tests.test_till import grant, support_user
+
+    app = make_app(SUPPORT_GRANT_APPROVAL_POINTS=10, SIGNUP_POINTS=0)
+    Actions(app.test_client()).signup("reader@example.com")
+    first, second = support_user(app, "one@example.com"), support_user(app, "two@example.com")
+    user = sql("SELECT id FROM users WHERE email = 'reader@example.com'")[0][0]
+    assert grant(first, "reader@example.com", 6).status_code == 303
+    assert grant(first, "reader@example.com", 4).status_code == 303  # 10 in 30 days: at once
+    assert balance(sql, user) == 10
+    assert grant(first, "reader@example.com", 1).status_code == 303
+    assert balance(sql, user) == 10  # 11 in 30 days: it waits for a second support user
+    assert sql("SELECT amount FROM support_grant_requests") == [(1,)]
+    assert grant(second, "reader@example.com", 10).status_code == 303  # another operator's
+    assert balance(sql, user) == 20
+    assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+    # Split past the console, by hand: the auditor adds them up over the same window.
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, operator_id, reason)"
+        " SELECT %(u)s, 'support', 5, id, 'by hand' FROM users WHERE email = 'two@example.com'",
+        u=user,
+    )
+    audit = app.test_cli_runner().invoke(args=["ledger-check"])
+    assert audit.exit_code == 1 and "15 points in 30 days" in audit.output, audit.output
