@@ -264,3 +264,42 @@ def test_grants_split_into_small_ones_still_need_a_second_support_user(make_app,
     )
     audit = app.test_cli_runner().invoke(args=["ledger-check"])
     assert audit.exit_code == 1 and "15 points in 30 days" in audit.output, audit.output
+
+
+# --- 7: a point given back after its validity is said to lapse, when it happens ------------
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_point_refunded_after_its_validity_is_said_to_lapse(make_app, sql, lang):
+    from tests.conftest import signed_in
+    from tests.test_purchases import spend
+
+    app, client, _ = signed_in(make_app, POINTS_VALID_DAYS=180, SIGNUP_POINTS=0)
+    user = sql("SELECT id FROM users")[0][0]
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, reason, created_at)"
+        " VALUES (%(u)s, 'grant', 3, 'welcome points', now() - interval '200 days')",
+        u=user,
+    )
+    spend(sql, user, 1)
+    ((consume, job),) = sql("SELECT id, job_id FROM point_ledger WHERE kind = 'consume'")
+    headers = {"Accept-Language": lang}
+    for path in ("/", "/points"):
+        html = client.get(path, headers=headers).get_data(as_text=True)
+        assert 'data-lapsing="2"' in html, path  # not refunded yet: 2 held past their days
+    sql(
+        "INSERT INTO point_ledger (user_id, kind, amount, job_id, refund_of, reason)"
+        " VALUES (%(u)s, 'refund', 1, %(j)s, %(c)s, 'the job failed')",
+        u=user,
+        j=job,
+        c=consume,
+    )
+    said = {"en": "they lapse within minutes", "ja": "まもなく失効します"}
+    for path in ("/", "/points"):
+        html = client.get(path, headers=headers).get_data(as_text=True)
+        assert 'data-lapsing="3"' in html and said[lang] in html, path
+    with app.app_context():
+        from app.points import expiry
+
+        expiry.expire_lapsed(180)
+    assert 'id="lapsing"' not in client.get("/points").get_data(as_text=True)

@@ -50,6 +50,21 @@ LOT_LEFT = (
 )
 
 
+def lapsing(user_id: int, valid_days: int) -> int:
+    """Return how many of the user's points are past their validity but not yet taken.
+
+    A point a job's refund or a failed refund gives back keeps the date it was issued: one
+    given back after its validity lapses at the purge chore's next run, and the pages say so.
+    """
+    if valid_days <= 0:
+        return 0
+    held = db.session.execute(
+        text(f"SELECT greatest(0, {LAPSED}) FROM users u WHERE u.id = :u"),
+        {"u": user_id, "days": valid_days},
+    ).scalar_one_or_none()
+    return int(held or 0)  # a sum: numeric in SQL
+
+
 def expire_lapsed(valid_days: int, batch: int = 500) -> int:
     """Take back every user's lapsed points as `expire` rows; return how many users lost some."""
     if valid_days <= 0:

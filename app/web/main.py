@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, render_template
 from flask_login import current_user, login_required
 
 from ..jobs import estimate, views
-from ..points import ledger
+from ..points import expiry, ledger
 from . import paging
 
 bp = Blueprint("main", __name__)
@@ -27,6 +27,7 @@ def dashboard():
         entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
         recent=views.history(current_user.id, limit=5),
         typical_seconds=estimate.typical_seconds(),
+        lapsing=_lapsing(),
     )
 
 
@@ -38,7 +39,12 @@ def points():
         "points.html",
         balance=ledger.balance_snapshot(current_user.id),
         page=paging.current_page(functools.partial(ledger.history, current_user.id)),
+        lapsing=_lapsing(),
     )
+
+
+def _lapsing() -> int:
+    return expiry.lapsing(current_user.id, current_app.config["POINTS_VALID_DAYS"])
 
 
 @bp.app_context_processor
