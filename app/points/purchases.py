@@ -923,12 +923,23 @@ def _refund_failed_incident(
     severity: str = "warning",
     ref: str | None = None,
 ) -> str:
+    # What the payment still has refunded once this failure is taken off: support reads
+    # the money that went back without adding up the refunds itself.
+    left = (
+        db.session.execute(
+            text("SELECT amount_refunded FROM payment_refunds WHERE payment_intent = :pi"),
+            {"pi": payment_intent},
+        ).scalar()
+        if payment_intent
+        else None
+    )
+    still = f"; {left} yen of the payment stay refunded" if left is not None else ""
     _payment_incident(
         "REFUND_FAILED",
         severity,
         user_id=user_id,
         detail=f"refund {refund_id} of {amount} yen (payment {payment_intent}) failed or was"
-        f" cancelled; {why}",
+        f" cancelled; {why}{still}",
         ref=refund_id or ref,
     )
     return "unmatched" if user_id is None else "partial_failed"
