@@ -476,8 +476,10 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
     being written now: both hold the payment's lock) reverses itself. Only a full refund
     reverses a pack, and only if no partial refund came before it; a partial one is for
     support to settle, unless it arrives after the full one (then it is settled already).
-    An event older than a refund failure already recorded (`created`, Stripe's time of
-    the event) describes a refund that came undone: it takes nothing. The user's row is
+    An event older than refund failures already recorded (`created`, Stripe's time of the
+    event) is judged per refund: it takes nothing only if the failures of refunds made
+    before it add up to what it says was refunded; otherwise the rest went back to the
+    buyer, and support hears of it (_partly_undone). The user's row is
     locked first, so a consume cannot slip between reading the balance and taking from
     it, and the balance never goes below zero.
     """
@@ -689,7 +691,11 @@ def _partly_undone(charge: dict[str, Any], payment_intent: str, refunded: int, u
     named = (
         charge.get("refunds", {}).get("data") if isinstance(charge.get("refunds"), dict) else None
     )
-    went = [r.get("id") for r in named or [] if isinstance(r, dict) and r.get("id")]
+    went = [
+        r.get("id")
+        for r in named or []
+        if isinstance(r, dict) and r.get("id") and r.get("status") not in ("failed", "canceled")
+    ]
     _payment_incident(
         "REFUND_PARTLY_UNDONE",
         "critical",
