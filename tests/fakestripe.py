@@ -151,20 +151,26 @@ def refunded_charge(
 
 
 def refund(
-    payment_intent: str, amount: int, status: str, *, refund_id: str | None = None
+    payment_intent: str,
+    amount: int,
+    status: str,
+    *,
+    refund_id: str | None = None,
+    created: int | None = None,
 ) -> dict[str, Any]:
     """A Refund object as refund.failed and charge.refund.updated carry it.
 
     A konbini refund waits for the customer's bank details (`requires_action`) and can
     end `failed` or `canceled` (https://docs.stripe.com/payments/konbini/accept-a-payment
-    #refunds); the charge's amount_refunded then drops by its amount.
+    #refunds); the charge's amount_refunded then drops by its amount. It was made
+    (`created`) before the events that report it: an hour ago unless told.
     """
     return {
         "id": refund_id or f"re_{uuid.uuid4().hex[:24]}",
         "object": "refund",
         "amount": amount,
         "charge": f"ch_{payment_intent[-20:]}",
-        "created": int(time.time()),
+        "created": int(time.time()) - 3600 if created is None else created,
         "currency": "jpy",
         "failure_reason": "lost_or_stolen_card" if status == "failed" else None,
         "payment_intent": payment_intent,

@@ -498,10 +498,18 @@ class LedgerWithPurchases(Ledger):
         """Support grants points, or takes some back: never below zero, nothing half-done."""
         from app.points import grants, ledger
 
+        limit = self.app.config["SUPPORT_GRANT_APPROVAL_POINTS"]  # as the console asks
         try:
-            grants.adjust(self.user_ids[user], amount, self.support_id, "checked")
-        except ledger.InsufficientPoints:
-            pass
+            grants.adjust(
+                self.user_ids[user],
+                amount,
+                self.support_id,
+                "checked",
+                nonce=uuid.uuid4().hex,  # the console's form: one each
+                approval_above=limit,
+            )
+        except (ledger.InsufficientPoints, grants.NeedsApproval):
+            pass  # nothing written, or a request that waits for a second support user
 
     @rule(purchase=bought, job=Ledger.jobs, what=st.sampled_from(["redeliver", "refund", "pay"]))
     def race_purchase(self, purchase, job, what):

@@ -508,18 +508,20 @@ def test_a_large_grant_waits_for_a_second_support_user(make_app, sql):
     assert audit.exit_code == 1 and "without a second support user's approval" in audit.output
     # A row written before the rule existed (the ledger cannot be changed to meet it) is
     # counted apart, not failed; the rule holds for every row after.
+    RULE = "WHERE rule = 'support_second_operator'"
     ((hand, start),) = sql(
         "SELECT (SELECT max(id) FROM point_ledger), first_row FROM ledger_rule_starts"
+        " WHERE rule = 'support_second_operator'"
     )
     try:
-        sql("UPDATE ledger_rule_starts SET first_row = %(r)s + 1", r=hand)
+        sql(f"UPDATE ledger_rule_starts SET first_row = %(r)s + 1 {RULE}", r=hand)
         audit = app.test_cli_runner().invoke(args=["ledger-check"])
         assert audit.exit_code == 0, audit.output
         assert "3 support rows predate the second-operator rule" in audit.output
-        sql("UPDATE ledger_rule_starts SET first_row = %(r)s", r=hand)
+        sql(f"UPDATE ledger_rule_starts SET first_row = %(r)s {RULE}", r=hand)
         assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 1
     finally:  # the database outlives the test
-        sql("UPDATE ledger_rule_starts SET first_row = %(r)s", r=start)
+        sql(f"UPDATE ledger_rule_starts SET first_row = %(r)s {RULE}", r=start)
 
 
 def test_support_never_changes_its_own_points(make_app, sql):

@@ -72,24 +72,27 @@ NOW_SQL = text(
 )
 
 
-# Points sold (purchases, less what refunds of them took back) and spent (consumes, less
-# the jobs' refunds) per day, on Tokyo's calendar: the days the shop's books are kept in.
+# Points sold (purchases, less what refunds of them took back, plus what refunds that
+# failed gave back), spent (consumes, less the jobs' refunds) and lapsed (expire rows) per
+# day, on Tokyo's calendar: the days the shop's books are kept in.
 POINTS_DAILY_SQL = text(
     "SELECT d.day,"
-    " coalesce(sum(l.amount) FILTER (WHERE l.kind IN ('purchase', 'purchase_refund')), 0)"
-    "   AS sold,"
+    " coalesce(sum(l.amount) FILTER (WHERE l.kind IN"
+    "   ('purchase', 'purchase_refund', 'purchase_restore')), 0) AS sold,"
     " count(l.id) FILTER (WHERE l.kind = 'purchase') AS purchases,"
-    " coalesce(-sum(l.amount) FILTER (WHERE l.kind IN ('consume', 'refund')), 0) AS spent"
+    " coalesce(-sum(l.amount) FILTER (WHERE l.kind IN ('consume', 'refund')), 0) AS spent,"
+    " coalesce(-sum(l.amount) FILTER (WHERE l.kind = 'expire'), 0) AS lapsed"
     " FROM generate_series((now() AT TIME ZONE 'Asia/Tokyo')::date - (:days - 1),"
     "   (now() AT TIME ZONE 'Asia/Tokyo')::date, interval '1 day') AS d(day)"
     " LEFT JOIN point_ledger l ON (l.created_at AT TIME ZONE 'Asia/Tokyo')::date = d.day"
-    "   AND l.kind IN ('purchase', 'purchase_refund', 'consume', 'refund')"
+    "   AND l.kind IN ('purchase', 'purchase_refund', 'purchase_restore', 'consume', 'refund',"
+    "     'expire')"
     " GROUP BY d.day ORDER BY d.day DESC"
 )
 
 
 def points_daily(days: int = 7) -> list[dict[str, Any]]:
-    """Return the points sold and spent on each of the last `days` days, newest first."""
+    """Return the points sold, spent and lapsed on each of the last `days` days, newest first."""
     return [row._asdict() for row in db.session.execute(POINTS_DAILY_SQL, {"days": days})]
 
 

@@ -45,14 +45,19 @@ def adjust(
     writing nothing, when the operator's nonce (the console form's one-time value) was
     used already (unique per operator: migrations/versions/11_purchases_fix.py);
     OwnAccount for the operator's own account; NeedsApproval, having recorded the request
-    only, for a grant above `approval_above` points.
+    only, for a grant that takes what this operator granted the user alone (no second
+    operator) over GRANT_WINDOW_DAYS above `approval_above` points: 10 + 10 is 20.
     """
     if amount == 0 or not reason.strip():
         raise ValueError("a support adjustment needs a non-zero amount and a reason")
     if user_id == operator_id:
         raise OwnAccount(user_id)
-    if approval_above is not None and amount > approval_above:
-        raise NeedsApproval(_request(user_id, amount, operator_id, reason.strip(), nonce))
+    if approval_above is not None and amount > 0:
+        # Under the user's row lock: two grants at once cannot both read the other as absent.
+        db.session.execute(text("SELECT 1 FROM users WHERE id = :u FOR UPDATE"), {"u": user_id})
+        if _granted_alone(user_id, operator_id) + amount > approval_above:
+            db.session.rollback()
+            raise NeedsApproval(_request(user_id, amount, operator_id, reason.strip(), nonce))
     try:
         written = db.session.execute(
             text(
@@ -78,6 +83,23 @@ def adjust(
     ).scalar_one()
     db.session.commit()
     return balance
+
+
+# Support's grants to one account without a second operator add up over this many days
+# against SUPPORT_GRANT_APPROVAL_POINTS: a large grant split into small ones still needs one.
+GRANT_WINDOW_DAYS = 30
+
+
+def _granted_alone(user_id: int, operator_id: int) -> int:
+    """Points this operator granted the user with no second operator in the window."""
+    return db.session.execute(
+        text(
+            "SELECT coalesce(sum(amount), 0) FROM point_ledger WHERE kind = 'support'"
+            " AND user_id = :u AND operator_id = :op AND amount > 0 AND approver_id IS NULL"
+            " AND created_at > now() - make_interval(days => :days)"
+        ),
+        {"u": user_id, "op": operator_id, "days": GRANT_WINDOW_DAYS},
+    ).scalar_one()
 
 
 def _request(user_id: int, amount: int, operator_id: int, reason: str, nonce: str | None) -> int:
@@ -167,7 +189,7 @@ def violations(approval_above: int) -> list[str]:
     Only rows written since the rule holds (migrations/versions/14_ledger_rule_starts.py):
     the ledger is append-only, so an older row could never be made to meet it.
     """
-    return [
+    problems = [
         f"support row {r.id}: {r.amount} points by operator {r.operator_id}"
         + (" to their own account" if r.own else " without a second support user's approval")
         for r in db.session.execute(
@@ -180,11 +202,38 @@ def violations(approval_above: int) -> list[str]:
             {"limit": approval_above},
         )
     ]
+    # Small grants that add up: each grant alone, with what the same operator granted the
+    # same user alone in the window before it (GRANT_WINDOW_DAYS).
+    problems += [
+        f"support row {r.id}: operator {r.operator_id} granted user {r.user_id} {r.total}"
+        f" points in {GRANT_WINDOW_DAYS} days without a second support user's approval"
+        for r in db.session.execute(
+            text(
+                "SELECT l.id, l.operator_id, l.user_id, (SELECT sum(e.amount) FROM point_ledger e"
+                "   WHERE e.kind = 'support' AND e.user_id = l.user_id"
+                "     AND e.operator_id = l.operator_id AND e.amount > 0"
+                "     AND e.approver_id IS NULL AND e.id <= l.id"
+                "     AND e.created_at > l.created_at - make_interval(days => :days)) AS total"
+                " FROM point_ledger l WHERE l.kind = 'support' AND l.amount > 0"
+                "   AND l.amount <= :limit AND l.approver_id IS NULL"
+                "   AND l.id >= (" + WINDOW_START + ")"
+                " ORDER BY l.id"
+            ),
+            {"limit": approval_above, "days": GRANT_WINDOW_DAYS},
+        )
+        if r.total > approval_above
+    ]
+    return problems
 
 
 RULE_START = (
     "SELECT coalesce(max(first_row), 0) FROM ledger_rule_starts"
     " WHERE rule = 'support_second_operator'"
+)
+
+
+WINDOW_START = (
+    "SELECT coalesce(max(first_row), 0) FROM ledger_rule_starts WHERE rule = 'support_grant_window'"
 )
 
 

@@ -13,6 +13,8 @@ awaiting a konbini payment, paid, failed, expired): the page after paying reads 
 ledger, not that table, is what says a session was credited.
 """
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from ..config import is_on
 from ..extensions import db
 from ..operations import failpoints, metrics
-from . import incidents
+from . import expiry, incidents
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +231,14 @@ def _act(kind: str, obj: dict[str, Any], packs: dict[int, Pack], created: int | 
     return "ignored"
 
 
+def _unnamed(obj: dict[str, Any]) -> str:
+    """A reference for an event's object that names no id of its own: the same object
+    re-delivered gives the same one, so its incident opens once (a NULL reference would
+    escape the unique index and open one per delivery)."""
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+    return f"unnamed {obj.get('object') or 'object'} {digest[:24]}"
+
+
 def _payment_intent_conflict(obj: dict[str, Any]) -> str:
     """An event names a payment intent another of our sessions holds: nothing is credited."""
     db.session.rollback()
@@ -268,7 +278,7 @@ def credit(obj: dict[str, Any], packs: dict[int, Pack]) -> str:
     """
     session_id = _text(obj.get("id"))
     if session_id is None:
-        return _mismatch(None, None, "no session id")
+        return _mismatch(None, None, "no session id", ref=_unnamed(obj))
     row = db.session.execute(
         text(
             "SELECT user_id, points, amount, currency, payment_intent"
@@ -401,14 +411,16 @@ def _payment_incident(code: str, severity: str, *, user_id, detail: str, ref) ->
     )
 
 
-def _mismatch(session_id: str | None, user_id: int | None, detail: str) -> str:
+def _mismatch(
+    session_id: str | None, user_id: int | None, detail: str, ref: str | None = None
+) -> str:
     db.session.rollback()
     _payment_incident(
         "PURCHASE_MISMATCH",
         "critical",
         user_id=user_id,
         detail=f"Checkout Session {session_id}: {detail}; no points credited",
-        ref=session_id,
+        ref=session_id or ref,
     )
     return "mismatch"
 
@@ -464,8 +476,10 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
     being written now: both hold the payment's lock) reverses itself. Only a full refund
     reverses a pack, and only if no partial refund came before it; a partial one is for
     support to settle, unless it arrives after the full one (then it is settled already).
-    An event older than a refund failure already recorded (`created`, Stripe's time of
-    the event) describes a refund that came undone: it takes nothing. The user's row is
+    An event older than refund failures already recorded (`created`, Stripe's time of the
+    event) is judged per refund: it takes nothing only if the failures of refunds made
+    before it add up to what it says was refunded; otherwise the rest went back to the
+    buyer, and support hears of it (_partly_undone). The user's row is
     locked first, so a consume cannot slip between reading the balance and taking from
     it, and the balance never goes below zero.
     """
@@ -478,20 +492,21 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             "warning",
             user_id=None,
             detail=f"charge {charge_id} was refunded, but names no payment",
-            ref=charge_id or None,
+            ref=charge_id or _unnamed(charge),
         )
         return "unmatched"
     _lock_payment(payment_intent)
     known = db.session.execute(
-        text(
-            "SELECT full_refund, failed_until >= to_timestamp(:t) AS superseded"
-            " FROM payment_refunds WHERE payment_intent = :pi"
-        ),
-        {"pi": payment_intent, "t": created if created is not None else 0},
+        text("SELECT full_refund FROM payment_refunds WHERE payment_intent = :pi"),
+        {"pi": payment_intent},
     ).first()
-    if known is not None and known.superseded and created is not None:
-        db.session.rollback()
-        return "superseded"
+    undone = _undone_since(payment_intent, created) if known is not None else None
+    if undone is not None:
+        refunded = _int(charge.get("amount_refunded"))
+        if undone.unknown or refunded is None or undone.yen >= refunded:
+            db.session.rollback()
+            return "superseded"  # every yen it says was refunded came back
+        return _partly_undone(charge, payment_intent, refunded, undone)
     if known is not None and known.full_refund and not full:
         # A partial refund's event delivered after the full one's: the full one settled it.
         db.session.rollback()
@@ -534,7 +549,7 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             detail=f"charge {charge_id} (payment {payment_intent}) was refunded, but no"
             " credited purchase has that payment yet; if one is credited later, a full"
             " refund is reversed then, a partial one raised",
-            ref=charge_id or None,
+            ref=charge_id or _unnamed(charge),
         )
         return "unmatched"
     restored = db.session.execute(
@@ -579,9 +594,12 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             return "partial"
         _full_after_partial_incident(purchase.checkout_session, purchase.user_id, purchase.amount)
         return "refunded_after_partial"
-    balance = db.session.execute(
-        text("SELECT point_balance FROM users WHERE id = :u FOR UPDATE"), {"u": purchase.user_id}
-    ).scalar_one()
+    db.session.execute(
+        text("SELECT 1 FROM users WHERE id = :u FOR UPDATE"), {"u": purchase.user_id}
+    )
+    # Only what is left of this pack's own lot: its spent or lapsed points are gone, and
+    # the user's newer points are not this payment's to take.
+    left = db.session.execute(text(expiry.LOT_LEFT), {"lot": purchase.id}).scalar_one()
     inserted = db.session.execute(
         text(
             "INSERT INTO point_ledger"
@@ -592,7 +610,7 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
         ),
         {
             "u": purchase.user_id,
-            "n": -min(purchase.amount, balance),
+            "n": -left,
             "s": purchase.checkout_session,
             "p": purchase.id,
             "r": REFUND_REASON,
@@ -617,11 +635,79 @@ def reverse(charge: dict[str, Any], created: int | None = None) -> str:
             "warning",
             user_id=purchase.user_id,
             detail=f"Checkout Session {purchase.checkout_session} was refunded after"
-            f" {purchase.amount - taken} of its {purchase.amount} points were spent;"
+            f" {purchase.amount - taken} of its {purchase.amount} points were spent or had lapsed;"
             f" {taken} taken back",
             ref=purchase.checkout_session,
         )
     return "reversed" if inserted is not None else "already_reversed"
+
+
+def _undone_since(payment_intent: str, created: int | None) -> Row | None:
+    """The refunds that failed after an event of `created` and were made before it; or None.
+
+    Only these can be inside the amount the event says was refunded: a refund made after
+    the event is not in it, and one that failed before it was already taken off by Stripe.
+    A failure recorded with no amount (before 15_refund_failures) explains anything.
+    """
+    if created is None:
+        return None
+    row = db.session.execute(
+        text(
+            "SELECT count(*) AS n, coalesce(sum(amount), 0) AS yen,"
+            " bool_or(amount IS NULL) AS unknown,"
+            " string_agg(refund_id || ' (' || coalesce(amount::text, '?') || ' yen)', ', '"
+            "   ORDER BY failed_at, refund_id) AS refunds"
+            " FROM refund_failures WHERE payment_intent = :pi"
+            "   AND failed_at >= to_timestamp(:t)"
+            "   AND (refund_created IS NULL OR refund_created <= to_timestamp(:t))"
+        ),
+        {"pi": payment_intent, "t": created},
+    ).first()
+    return row if row.n else None
+
+
+def _partly_undone(charge: dict[str, Any], payment_intent: str, refunded: int, undone) -> str:
+    """An old charge.refunded whose refunds failed only in part: the rest went back.
+
+    No point moves: the money still refunded is a part of the payment, which support
+    settles, as any partial refund. The payment remembers it (a later full refund is then
+    one after a partial), and a critical incident names the refunds and the amount.
+    """
+    charge_id = _text(charge.get("id")) or ""
+    kept = refunded - undone.yen
+    db.session.execute(
+        text(
+            "UPDATE payment_refunds SET updated_at = now(), partial_seen = true,"
+            " amount_refunded = greatest(coalesce(amount_refunded, 0), :kept)"
+            " WHERE payment_intent = :pi"
+        ),
+        {"pi": payment_intent, "kept": kept},
+    )
+    owner = db.session.execute(
+        text("SELECT c.id, c.user_id FROM checkout_sessions c WHERE c.payment_intent = :pi"),
+        {"pi": payment_intent},
+    ).first()
+    db.session.commit()
+    named = (
+        charge.get("refunds", {}).get("data") if isinstance(charge.get("refunds"), dict) else None
+    )
+    went = [
+        r.get("id")
+        for r in named or []
+        if isinstance(r, dict) and r.get("id") and r.get("status") not in ("failed", "canceled")
+    ]
+    _payment_incident(
+        "REFUND_PARTLY_UNDONE",
+        "critical",
+        user_id=owner.user_id if owner else None,
+        detail=f"charge {charge_id} (payment {payment_intent}, Checkout Session"
+        f" {owner.id if owner else None}) said {refunded} yen were refunded, in an event"
+        f" older than the failure of refund(s) {undone.refunds}; the other {kept} yen went"
+        f" back to the buyer{' (refunds ' + ', '.join(went) + ')' if went else ''} and no"
+        " points were taken for them: settle the points by hand",
+        ref=f"{charge_id} refunded {refunded}",
+    )
+    return "partly_undone"
 
 
 def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
@@ -640,7 +726,9 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
     payment_intent, refund_id = _text(refund.get("payment_intent")), _text(refund.get("id"))
     amount, charge_id = _int(refund.get("amount")), _text(refund.get("charge")) or ""
     if payment_intent is None or refund_id is None:
-        return _refund_failed_incident(None, refund_id, payment_intent, amount, "names no payment")
+        return _refund_failed_incident(
+            None, refund_id, payment_intent, amount, "names no payment", ref=_unnamed(refund)
+        )
     _lock_payment(payment_intent)
     seen = db.session.execute(
         text("SELECT :re = ANY(failed_refunds) FROM payment_refunds WHERE payment_intent = :pi"),
@@ -665,6 +753,23 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
         ),
         {"pi": payment_intent, "c": charge_id, "re": refund_id, "a": amount, "t": created or 0},
     )
+    # Each failure by itself, with its amount and when its refund was made: an older
+    # charge.refunded is judged by the refunds it can contain (_undone_since).
+    db.session.execute(
+        text(
+            "INSERT INTO refund_failures"
+            " (refund_id, payment_intent, amount, refund_created, failed_at)"
+            " VALUES (:re, :pi, :a, to_timestamp(:made), to_timestamp(:t))"
+            " ON CONFLICT (refund_id) DO NOTHING"
+        ),
+        {
+            "re": refund_id,
+            "pi": payment_intent,
+            "a": amount if amount is not None and amount >= 0 else None,
+            "made": _int(refund.get("created")),
+            "t": created or 0,
+        },
+    )
     purchase = db.session.execute(
         text(
             "SELECT p.user_id, p.amount AS points, p.checkout_session, c.amount AS yen,"
@@ -682,9 +787,25 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
             None, refund_id, payment_intent, amount, "no credited purchase has that payment"
         )
     if purchase.reversal is None:
+        after_partial = _hand_settled(purchase.checkout_session, "REFUND_AFTER_PARTIAL")
         db.session.commit()
-        if amount is not None and amount >= purchase.yen:
+        if amount is not None and amount >= purchase.yen and after_partial is None:
             return "nothing_taken"  # a full refund that never took points: nothing to give
+        if amount is not None and amount >= purchase.yen:
+            # Support was asked to settle this full refund by hand: what it took for a
+            # refund that never paid out is the buyer's again.
+            _refund_failed_incident(
+                purchase.user_id,
+                refund_id,
+                payment_intent,
+                amount,
+                f"Checkout Session {purchase.checkout_session}'s full refund after a partial"
+                f" one was left to support (REFUND_AFTER_PARTIAL), which has taken"
+                f" {after_partial.taken} point(s) from this user by hand since: give back"
+                f" what was taken for this refund, up to its {purchase.points} points",
+                severity="critical",
+            )
+            return "failed_after_partial"
         return _refund_failed_incident(
             purchase.user_id,
             refund_id,
@@ -741,7 +862,23 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
         )
         return "failed_after_restore"
     # The points a spent pack's reversal could not take are no longer owed: the refund
-    # that asked support to chase them did not go through.
+    # that asked support to chase them did not go through. If support chased them already
+    # (closed the incident, or took points by hand since), it hears what to give back.
+    chased = _hand_settled(purchase.checkout_session, "REFUND_AFTER_SPEND")
+    if chased is not None and (chased.by_support or chased.taken):
+        spent = purchase.points + purchase.taken  # taken is negative: what it could not take
+        _payment_incident(
+            "REFUND_FAILED",
+            "critical",
+            user_id=purchase.user_id,
+            detail=f"refund {refund_id} of {amount} yen (payment {payment_intent}) failed or"
+            f" was cancelled after support was asked to take back the {spent} spent"
+            f" point(s) of Checkout Session {purchase.checkout_session} (REFUND_AFTER_SPEND);"
+            f" the {-purchase.taken} points the reversal took were given back by themselves;"
+            f" support has taken {chased.taken} point(s) from this user by hand since:"
+            f" give back {min(spent, chased.taken)} point(s) taken for this refund",
+            ref=refund_id,  # committed with the restore: a re-delivery finds both or neither
+        )
     settled = list(
         db.session.execute(
             text(
@@ -764,14 +901,52 @@ def undo_refund(refund: dict[str, Any], created: int | None = None) -> str:
     return "restored"
 
 
-def _refund_failed_incident(user_id, refund_id, payment_intent, amount, why: str) -> str:
+def _hand_settled(session_id: str, code: str) -> Row | None:
+    """A session's incident that asked support to settle points by hand; or None.
+
+    With whether a support user closed it, and how many points support has taken from the
+    user by hand (negative `support` rows) since it opened: what a refund that then fails
+    may owe back.
+    """
+    return db.session.execute(
+        text(
+            "SELECT i.resolved_by IS NOT NULL AS by_support,"
+            " coalesce((SELECT -sum(l.amount) FROM point_ledger l WHERE l.user_id = i.user_id"
+            "   AND l.kind = 'support' AND l.amount < 0 AND l.created_at >= i.created_at),"
+            "   0) AS taken"
+            " FROM incidents i WHERE i.payment_ref = :s AND i.code = :c"
+        ),
+        {"s": session_id, "c": code},
+    ).first()
+
+
+def _refund_failed_incident(
+    user_id,
+    refund_id,
+    payment_intent,
+    amount,
+    why: str,
+    severity: str = "warning",
+    ref: str | None = None,
+) -> str:
+    # What the payment still has refunded once this failure is taken off: support reads
+    # the money that went back without adding up the refunds itself.
+    left = (
+        db.session.execute(
+            text("SELECT amount_refunded FROM payment_refunds WHERE payment_intent = :pi"),
+            {"pi": payment_intent},
+        ).scalar()
+        if payment_intent
+        else None
+    )
+    still = f"; {left} yen of the payment stay refunded" if left is not None else ""
     _payment_incident(
         "REFUND_FAILED",
-        "warning",
+        severity,
         user_id=user_id,
         detail=f"refund {refund_id} of {amount} yen (payment {payment_intent}) failed or was"
-        f" cancelled; {why}",
-        ref=refund_id,
+        f" cancelled; {why}{still}",
+        ref=refund_id or ref,
     )
     return "unmatched" if user_id is None else "partial_failed"
 
@@ -792,7 +967,7 @@ def dispute(obj: dict[str, Any]) -> str:
         detail=f"dispute {dispute_id} ({obj.get('reason')!r}) on charge {obj.get('charge')}"
         f" (payment {payment_intent}, Checkout Session {owner.id if owner else None}) for"
         f" {obj.get('amount')} yen: answer it in Stripe; no points were moved",
-        ref=dispute_id,
+        ref=dispute_id or _unnamed(obj),
     )
     return "disputed"
 
@@ -824,8 +999,12 @@ def receipt(session_id: str, user_id: int) -> Row | None:
     return db.session.execute(
         text(
             "SELECT c.id, c.points, c.amount, c.currency, p.created_at AS paid_at, u.email,"
-            " coalesce(-r.amount, 0) AS taken_back, coalesce(s.amount, 0) AS given_back"
+            " coalesce(-r.amount, 0) AS taken_back, coalesce(s.amount, 0) AS given_back,"
+            " coalesce(f.amount_refunded, 0) AS refunded"
             " FROM checkout_sessions c JOIN users u ON u.id = c.user_id"
+            # The money, as Stripe last said and less the refunds that failed since: a
+            # refund that moved no points (all spent, partial) is on the receipt too.
+            " LEFT JOIN payment_refunds f ON f.payment_intent = c.payment_intent"
             " JOIN point_ledger p ON p.checkout_session = c.id AND p.kind = 'purchase'"
             " LEFT JOIN point_ledger r ON r.checkout_session = c.id AND r.kind = 'purchase_refund'"
             " LEFT JOIN point_ledger s ON s.checkout_session = c.id"

@@ -30,6 +30,7 @@ def dashboard():
         entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
         recent=views.history(current_user.id, limit=5),
         typical_seconds=estimate.typical_seconds(),
+        lapsing=_lapsing(),
     )
 
 
@@ -42,6 +43,7 @@ def points():
         balance=ledger.balance_snapshot(current_user.id),
         expiring=expiring(current_user.id),
         page=paging.current_page(functools.partial(ledger.history, current_user.id)),
+        lapsing=_lapsing(),
     )
 
 
@@ -55,6 +57,10 @@ def expiring(user_id: int) -> list[tuple[date, int]]:
         day = to_user_timezone(expires_at).date()
         days[day] = days.get(day, 0) + points
     return sorted(days.items())
+
+
+def _lapsing() -> int:
+    return expiry.lapsing(current_user.id, current_app.config["POINTS_VALID_DAYS"])
 
 
 @bp.app_context_processor

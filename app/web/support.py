@@ -42,6 +42,7 @@ def index(adjust_form: AdjustPointsForm | None = None, status: int = 200):
         adjustments=grants.recent(),
         waiting=grants.waiting(),
         approval_above=current_app.config["SUPPORT_GRANT_APPROVAL_POINTS"],
+        grant_window_days=grants.GRANT_WINDOW_DAYS,
     ), status
 
 
@@ -74,9 +75,11 @@ def adjust_points():
     except grants.NeedsApproval:
         flash(
             _(
-                "A grant above %(limit)s points needs a second support user: it waits for"
-                " their approval, and nothing was added yet.",
+                "Grants above %(limit)s points to one account within %(days)s days need a"
+                " second support user: this one waits for their approval, and nothing was"
+                " added yet.",
                 limit=current_app.config["SUPPORT_GRANT_APPROVAL_POINTS"],
+                days=grants.GRANT_WINDOW_DAYS,
             ),
             "info",
         )
