@@ -14,6 +14,7 @@ import sys
 import time
 
 from .common import ROOT, Database, Server, log, rss_kib, run_alone, users_with_running_jobs
+from .poll_open import tree_figure
 from .table import Row, check, compare, div, get, mib, num, table
 
 UPSTREAM_LATENCY_S = 2.0  # with no cache (a TTL of 1 ms) a job takes minutes: all 32 run
@@ -44,13 +45,23 @@ def product(db: Database, n_jobs: int = 32) -> dict:
             samples.append(rss_kib(pid))
             time.sleep(0.5)
         running = server.health()["jobs_running"]
+        tree_pss = tree_figure(pid, pss_kib)
     with_jobs = max(samples, key=lambda s: s["VmRSS"])
     return {
+        # The whole process tree's proportional set size (the pixel pool's forkserver and
+        # processes with the worker, shared pages counted once), at the last sample.
+        "tree_pss_kib": tree_pss,
         "jobs_running": running,
         "upstream_calls": upstream.hits,
         "idle": idle,
         "with_jobs": with_jobs,
     }
+
+
+def pss_kib(pid: int) -> float:
+    """Return a process's Pss (KiB) from /proc/<pid>/smaps_rollup."""
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        return float(next(line.split()[1] for line in rollup if line.startswith("Pss:")))
 
 
 def bare() -> dict:
