@@ -45,6 +45,7 @@ class Refund:
 
     id: str
     amount: int
+    created: int  # Stripe's time the Refund was made: its charge.refunded's, never later
     undone: str = ""  # "" (it went through), "failed" or "canceled"
 
 
@@ -78,7 +79,7 @@ def tell(rng: random.Random, payment_intent: str, amount: int, paid_at: int) -> 
         nonlocal clock, standing
         clock += STEP
         standing += yen
-        made = Refund(f"re_{payment_intent[-16:]}{len(payment.refunds)}", yen, undone)
+        made = Refund(f"re_{payment_intent[-16:]}{len(payment.refunds)}", yen, clock, undone)
         payment.refunds.append(made)
         obj = fakestripe.refunded_charge(
             payment_intent, amount, refunded_amount=standing, charge_id=charge_id
@@ -91,11 +92,16 @@ def tell(rng: random.Random, payment_intent: str, amount: int, paid_at: int) -> 
         clock += STEP
         standing -= made.amount
         if rng.random() < 0.5:  # Stripe tells of the wait first, then of the end
-            waiting = fakestripe.refund(payment_intent, made.amount, "requires_action")
-            payment.events.append(("charge.refund.updated", {**waiting, "id": made.id}, clock))
+            waiting = fakestripe.refund(
+                payment_intent, made.amount, "requires_action", refund_id=made.id,
+                created=made.created,
+            )  # fmt: skip
+            payment.events.append(("charge.refund.updated", waiting, clock))
             clock += STEP
-        obj = {**fakestripe.refund(payment_intent, made.amount, made.undone), "id": made.id}
-        obj["created"] = clock
+        # The Refund says when it was made, not when it ended (its event says that).
+        obj = fakestripe.refund(
+            payment_intent, made.amount, made.undone, refund_id=made.id, created=made.created
+        )
         kind = "refund.failed" if made.undone == "failed" and rng.random() < 0.5 else None
         payment.events.append((kind or "charge.refund.updated", obj, clock))
 
