@@ -294,12 +294,15 @@ def test_a_point_refunded_after_its_validity_is_said_to_lapse(make_app, sql, lan
         j=job,
         c=consume,
     )
+    sql("UPDATE assessment_jobs SET status = 'failed' WHERE id = %(j)s", j=job)
     said = {"en": "they lapse within minutes", "ja": "まもなく失効します"}
-    for path in ("/", "/points"):
+    # The job's own page and its settled fragment, where "refunded" is said, say so too.
+    for path in ("/", "/points", f"/assessments/{job}", f"/assessments/{job}/status"):
         html = client.get(path, headers=headers).get_data(as_text=True)
         assert 'data-lapsing="3"' in html and said[lang] in html, path
     with app.app_context():
         from app.points import expiry
 
         expiry.expire_lapsed(180)
-    assert 'id="lapsing"' not in client.get("/points").get_data(as_text=True)
+    for path in ("/points", f"/assessments/{job}/status"):
+        assert 'id="lapsing"' not in client.get(path).get_data(as_text=True), path

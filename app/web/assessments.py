@@ -24,7 +24,7 @@ from ..assessment.report import analysis
 from ..extensions import login_manager
 from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
-from ..points import accounts, ledger
+from ..points import accounts, expiry, ledger
 from . import i18n, paging, poll
 from .auth import session_identity
 from .forms import AssessmentForm
@@ -150,7 +150,13 @@ def show(job_id: str):
     # The other language is the same figures in other words: re-written, never charged.
     report = _written(report, request.args.get("lang"))
     # The top bar shows the balance read with the job, so the two always agree.
-    return render_template("assessments/show.html", job=job, report=report, balance=job.balance)
+    return render_template(
+        "assessments/show.html",
+        job=job,
+        report=report,
+        balance=job.balance,
+        lapsing=_lapsing_after(job, current_user.id),
+    )
 
 
 @bp.get("/<job_id>/report.json")
@@ -210,7 +216,8 @@ def status(job_id: str):
     app = current_app._get_current_object()
     if job.status not in ("pending", "running"):  # settled, or being settled: no-store
         fragment = app.jinja_env.get_template(poll.FRAGMENT)
-        return fragment.render(job=job, report=report, oob=True, config=app.config)
+        lapsing = _lapsing_after(job, user_id)
+        return fragment.render(job=job, report=report, oob=True, config=app.config, lapsing=lapsing)
     # A live job's fragment as the fast poll answers it: its ETag, and 304 when unchanged.
     etag = poll.fragment_etag(app, job, i18n.language(), request.script_root + request.path)
     headers = {"ETag": etag, "Cache-Control": poll.CACHE_CONTROL}
@@ -218,6 +225,18 @@ def status(job_id: str):
         return "", 304, headers
     fragment = app.jinja_env.get_template(poll.FRAGMENT)
     return fragment.render(job=job, report=report, oob=True, config=app.config), headers
+
+
+def _lapsing_after(job: views.JobView, user_id: int) -> int:
+    """The user's points past their validity, once this job's point was refunded; else 0.
+
+    A refunded point keeps the date it was issued: given back after its validity, it lapses
+    at the purge chore's next run, and the page that says "refunded" says so too. Asked of
+    a settled page only, never of a live poll.
+    """
+    if job.billing != "refunded":
+        return 0
+    return expiry.lapsing(user_id, current_app.config["POINTS_VALID_DAYS"])
 
 
 def _written(report: dict | None, lang: str | None = None) -> dict | None:
