@@ -45,7 +45,7 @@ def product(db: Database, n_jobs: int = 32) -> dict:
             samples.append(rss_kib(pid))
             time.sleep(0.5)
         running = server.health()["jobs_running"]
-        tree_pss = tree_figure(pid, pss_kib)
+        tree_pss = tree_figure(pid, lambda p: rss_kib(p).get("Pss", 0))
     with_jobs = max(samples, key=lambda s: s["VmRSS"])
     return {
         # The whole process tree's proportional set size (the pixel pool's forkserver and
@@ -56,12 +56,6 @@ def product(db: Database, n_jobs: int = 32) -> dict:
         "idle": idle,
         "with_jobs": with_jobs,
     }
-
-
-def pss_kib(pid: int) -> float:
-    """Return a process's Pss (KiB) from /proc/<pid>/smaps_rollup."""
-    with open(f"/proc/{pid}/smaps_rollup") as rollup:
-        return float(next(line.split()[1] for line in rollup if line.startswith("Pss:")))
 
 
 def bare() -> dict:
