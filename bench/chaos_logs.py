@@ -1,9 +1,10 @@
 """What a chaos run's process logs say: which deaths a recorded fault explains, what else broke.
 
 A queue worker ends itself, for a supervisor to restart, on a database error of its own:
-pruned by another worker while a fault stalled its heartbeat (its next fetch fails on the
-foreign key to procrastinate_workers: a ConnectorException raised from that
-ForeignKeyViolation), its connection lost in a fault (a ConnectorException raised from the
+pruned by another worker while a fault stalled its heartbeat and pruned again at once after
+registering anew (its fetch fails on the foreign key to procrastinate_workers: a
+ConnectorException raised from that ForeignKeyViolation; the first time, it registers
+again and goes on), its connection lost in a fault (a ConnectorException raised from the
 lost connection's error), or procrastinate's listener or heartbeat lost the database,
 which stops procrastinate ("Side task ... failed ..., stopping worker") and the worker
 ends on that unasked stop (app/jobs/worker.py). Such a death is excused only when its own

@@ -225,3 +225,38 @@ def test_one_user_double_submitting_on_two_instances_gets_one_job(live, sql, exe
     assert sql("SELECT count(*) FROM assessment_jobs") == [(1,)]
     queued = 1 if executor == "procrastinate" else 0
     assert sql("SELECT count(*) FROM procrastinate_jobs") == [(queued,)]
+
+
+def test_a_worker_pruned_by_a_peer_registers_again_and_goes_on(
+    live, live_worker, sql, database_url
+):
+    # A peer that starts while this worker's heartbeat is stalled (a database outage
+    # longer than a lease) deletes its row; its running job must not pay for that.
+    server = live(**QUEUE)
+    worker = live_worker(ASSESSMENT_WORK_SECONDS="4", MAX_CONCURRENT_JOBS="2")
+    first, second = User(server), User(server)
+    first.signup("pruned-first@example.com")
+    second.signup("pruned-second@example.com")
+    running = job_id_of(first.submit())
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
+    (old,) = sql("SELECT id FROM procrastinate_workers")[0]
+    sql("DELETE FROM procrastinate_workers")  # what prune_stalled_workers does
+
+    # Its next fetch learns of it: it registers again and takes the job.
+    queued = job_id_of(second.submit())
+
+    assert poll_until_settled(second, queued)[:2] == ("succeeded", "charged")
+    assert poll_until_settled(first, running)[:2] == ("succeeded", "charged")
+    assert worker.proc.poll() is None
+    (new,) = sql("SELECT id FROM procrastinate_workers")[0]
+    assert new != old
+    # Both tasks ended by it, the running one claimed under its new row.
+    assert sql("SELECT status, worker_id FROM procrastinate_jobs ORDER BY id") == [
+        ("succeeded", new),
+        ("succeeded", new),
+    ]
+    assert sql("SELECT email, point_balance FROM users ORDER BY id") == [
+        ("pruned-first@example.com", 2),
+        ("pruned-second@example.com", 2),
+    ]
+    assert ledger_check(database_url).returncode == 0

@@ -17,7 +17,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import Flask
+from procrastinate.exceptions import ConnectorException
 from procrastinate.worker import Worker
+from psycopg.errors import ForeignKeyViolation
 from sqlalchemy import text
 
 from ..extensions import db
@@ -72,6 +74,58 @@ def close_settled_tasks(grace_seconds: float, worker_gone_seconds: float) -> int
     return len(rows)
 
 
+# The tasks this worker is running, claimed again under its new registration.
+CLAIM_RUNNING_SQL = (
+    "UPDATE procrastinate_jobs SET worker_id = %(worker_id)s"
+    " WHERE id = ANY(%(ids)s) AND status = 'doing' AND worker_id IS NULL"
+)
+
+
+def pruned(error: ConnectorException) -> bool:
+    """Tell whether a fetch failed because a peer pruned this worker's row."""
+    cause = error.__cause__
+    return (
+        isinstance(cause, ForeignKeyViolation)
+        and cause.diag.constraint_name == "procrastinate_jobs_worker_id_fkey"
+    )
+
+
+class QueueWorker(Worker):
+    """procrastinate's Worker, which registers again when a peer pruned its row.
+
+    Every worker prunes the rows of workers whose heartbeat is older than
+    stalled_worker_timeout (a lease) when it starts. A database outage longer than that
+    stalls a live worker's heartbeat, a peer starting meanwhile deletes its row (its
+    running tasks' worker becomes NULL), and its next fetch fails on the foreign key to
+    procrastinate_workers. Nothing else is wrong: its jobs still run and beat. So it
+    registers again, claims the tasks it is running, and fetches on, instead of ending
+    and having them failed and refunded.
+    """
+
+    async def _fetch_and_process_jobs(self) -> None:
+        try:
+            await super()._fetch_and_process_jobs()
+            return
+        except ConnectorException as error:
+            if not pruned(error):
+                raise
+        # A second failure (pruned again at once) is an error: it ends the worker.
+        old, self.worker_id = self.worker_id, await self.app.job_manager.register_worker()
+        running = [context.job.id for context in self._running_jobs.values()]
+        if running:
+            await self.app.connector.execute_query_async(
+                CLAIM_RUNNING_SQL, worker_id=self.worker_id, ids=running
+            )
+        log.warning(
+            "worker %s was pruned by a peer while its heartbeat stalled; registered again"
+            " as %s with its %d running tasks",
+            old,
+            self.worker_id,
+            len(running),
+        )
+        await super()._fetch_and_process_jobs()
+
+
 def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
     """Run jobs from the queue until told to stop; drain, settle the rest, then exit."""
     queue = queue_app(app)
@@ -98,7 +152,7 @@ def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
                 log.exception("could not keep queued jobs fresh")
 
     async def main() -> None:
-        worker = Worker(
+        worker = QueueWorker(
             queue,
             queues=[QUEUE],
             concurrency=concurrency,
