@@ -94,7 +94,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "LOG_FORMAT": (str, "text"),
     "ALERT_WEBHOOK_URL": (str, ""),
     "ALERT_TIMEOUT_SECONDS": (float, 3),
-    # Points people buy (app/points/purchases.py): packs as points:yen, tax included.
+    # Points people buy (app/points/checkout.py): packs as points:yen, tax included.
     # Purchases are offered only with the packs, the secret key and the webhook secret set.
     "POINT_PACKS": (str, ""),
     "STRIPE_SECRET_KEY": (str, ""),

@@ -365,10 +365,10 @@ class LedgerWithPurchases(Ledger):
         # Stripe's event times: every charge.refunded of the example is older than any
         # refund's failure, as a refund fails after it is made.
         self.refund_time = int(time.time()) - 1000
-        from app.points import purchases  # here: this section stays apart from the jobs'
+        from app.points import checkout, purchases  # here: apart from the jobs' section
 
         self.purchases = purchases
-        self.packs = purchases.parse_packs(",".join(f"{p}:{y}" for p, y in PACKS.items()))
+        self.packs = checkout.parse_packs(",".join(f"{p}:{y}" for p, y in PACKS.items()))
 
     def handle(self, kind, obj, created=None):
         event = {"type": kind, "data": {"object": obj}, "created": created}

@@ -1,7 +1,8 @@
 """Buying points: the buy page, Stripe Checkout, the page after paying, Stripe's webhook,
 and the pages a shop in Japan must show (特定商取引法に基づく表記, terms).
 
-The money logic is app/points/purchases.py; this module verifies, brakes and answers.
+The money logic is app/points/ (checkout.py, purchases.py and the rooms it hands events to,
+receipts.py); this module verifies, brakes and answers.
 """
 
 import json
@@ -31,7 +32,7 @@ from ..assessment import make_provider, resolve_place, run_assessment
 from ..caches.singleflight import SingleFlightCache
 from ..config import is_on
 from ..extensions import csrf, limiter
-from ..points import purchases
+from ..points import checkout, purchases, receipts
 from . import i18n
 from .headers import CSP, talisman
 
@@ -44,7 +45,7 @@ bp = Blueprint("payments", __name__)
 CHECKOUT_CSP = {**CSP, "form-action": "'self' https://checkout.stripe.com"}
 
 
-def packs() -> dict[int, purchases.Pack]:
+def packs() -> dict[int, checkout.Pack]:
     return current_app.extensions["point_packs"]
 
 
@@ -66,7 +67,7 @@ def public_url() -> str:
     config = current_app.config
     if config["PUBLIC_URL"]:
         return config["PUBLIC_URL"].rstrip("/")
-    if purchases.live_mode(config):
+    if checkout.live_mode(config):
         return ""
     return f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
 
@@ -74,9 +75,9 @@ def public_url() -> str:
 def not_on_sale() -> str | None:
     """Say why points cannot be bought now (payments, seller, public_url, demo_data), or None."""
     config = current_app.config
-    if not purchases.configured(config) or not packs():
+    if not checkout.configured(config) or not packs():
         return "payments"
-    if purchases.seller_missing(config):
+    if checkout.seller_missing(config):
         return "seller"
     if not public_url():
         return "public_url"
@@ -110,7 +111,7 @@ def buy_page():
 
 def _setup_gap(reason: str) -> str:
     if reason == "seller":
-        return "set " + ", ".join(purchases.seller_missing(current_app.config))
+        return "set " + ", ".join(checkout.seller_missing(current_app.config))
     return "set PUBLIC_URL (a live Stripe key sells only with it)"
 
 
@@ -133,7 +134,7 @@ def buy():
     site = public_url()
     done = site + url_for(".done") + "?session_id={CHECKOUT_SESSION_ID}"
     try:
-        url = purchases.start_checkout(
+        url = checkout.start_checkout(
             current_app.config,
             current_user.id,
             pack,
@@ -144,7 +145,7 @@ def buy():
             success_url=done,
             cancel_url=site + url_for(".buy_page", cancelled=1),
         )
-    except purchases.CheckoutUnavailable:
+    except checkout.CheckoutUnavailable:
         flash(_("The payment page could not be opened: nothing was charged. Try again."), "error")
         return redirect(url_for(".buy_page"), 303)
     return redirect(url, 303)
@@ -154,7 +155,7 @@ def buy():
 @login_required
 def done():
     """The page after paying: the points arrive when Stripe confirms; it waits for that."""
-    state = purchases.session_state(request.args.get("session_id", ""), current_user.id)
+    state = checkout.session_state(request.args.get("session_id", ""), current_user.id)
     if state is None:
         abort(404)
     return render_template("payments/done.html", state=state)
@@ -175,14 +176,14 @@ def receipt_print(session_id: str):
 
 
 def _receipt(template: str, session_id: str):
-    paid = purchases.receipt(session_id, current_user.id)
+    paid = receipts.receipt(session_id, current_user.id)
     if paid is None:
         abort(404)  # another user's, never paid, or no such session
     return render_template(
         template,
         paid=paid,
-        tax=purchases.tax_included(paid.amount),
-        rate=purchases.TAX_RATE_PERCENT,
+        tax=receipts.tax_included(paid.amount),
+        rate=receipts.TAX_RATE_PERCENT,
     )
 
 
@@ -190,7 +191,7 @@ def _receipt(template: str, session_id: str):
 @login_required
 def status(session_id: str):
     """The after-pay page's fragment, polled until the purchase is credited or ends."""
-    state = purchases.session_state(session_id, current_user.id)
+    state = checkout.session_state(session_id, current_user.id)
     if state is None:
         abort(404)
     return render_template("payments/_status.html", state=state)
@@ -262,8 +263,8 @@ def terms():
 
 def init_app(app: Flask) -> None:
     """Register the routes; settings that cannot work stop the server, naming them."""
-    app.extensions["point_packs"] = purchases.parse_packs(app.config["POINT_PACKS"])
-    if is_on(app.config["TEST_SHOP"]) and purchases.live_mode(app.config):
+    app.extensions["point_packs"] = checkout.parse_packs(app.config["POINT_PACKS"])
+    if is_on(app.config["TEST_SHOP"]) and checkout.live_mode(app.config):
         raise ValueError("TEST_SHOP sells demonstration reports: not with a live Stripe key")
     invoice = app.config["SELLER_INVOICE_NUMBER"]
     if invoice and not re.fullmatch(r"T\d{13}", invoice):
