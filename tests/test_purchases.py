@@ -387,13 +387,14 @@ def test_the_ledger_refuses_purchase_rows_of_the_wrong_shape(app, sql):
 
 
 def test_ledger_check_covers_purchases(app, sql):
-    from app.points import checkout, credits
+    from app.points import checkout as checkouts
+    from app.points import credits
 
     runner = app.test_cli_runner()
     user = new_user(sql)
     sid = checkout(sql, user)
     with app.app_context():
-        packs = checkout.parse_packs("5:2000")
+        packs = checkouts.parse_packs("5:2000")
         obj = fakestripe.completed_session(sid, user, 5, 2000)
         assert credits.credit(obj, packs) == "credited"
     result = runner.invoke(args=["ledger-check"])
@@ -1005,7 +1006,8 @@ def test_a_chargeback_opens_a_critical_incident_and_moves_no_point(shop, sql):
 def test_ledger_check_covers_what_the_review_found(app, sql):
     import psycopg
 
-    from app.points import checkout, credits
+    from app.points import checkout as checkouts
+    from app.points import credits
 
     runner = app.test_cli_runner()
 
@@ -1018,7 +1020,7 @@ def test_ledger_check_covers_what_the_review_found(app, sql):
     pi = f"pi_{uuid.uuid4().hex[:20]}"
     with app.app_context():
         obj = fakestripe.completed_session(sid, user, 5, 2000, payment_intent=pi)
-        assert credits.credit(obj, checkout.parse_packs("5:2000")) == "credited"
+        assert credits.credit(obj, checkouts.parse_packs("5:2000")) == "credited"
     assert check() == (0, "ledger ok\n")
     unpaid = checkout(sql, user)
     ids = {"s": sid, "unpaid": unpaid, "pi": pi, "u": user, "other": new_user(sql)}
