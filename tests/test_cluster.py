@@ -248,7 +248,7 @@ def test_a_worker_pruned_by_a_peer_registers_again_and_goes_on(
     assert poll_until_settled(second, queued)[:2] == ("succeeded", "charged")
     assert poll_until_settled(first, running)[:2] == ("succeeded", "charged")
     assert worker.proc.poll() is None
-    (new,) = sql("SELECT id FROM procrastinate_workers")[0]
+    ((new,),) = sql("SELECT id FROM procrastinate_workers")
     assert new != old
     # Both tasks ended by it, the running one claimed under its new row.
     assert sql("SELECT status, worker_id FROM procrastinate_jobs ORDER BY id") == [
@@ -259,4 +259,36 @@ def test_a_worker_pruned_by_a_peer_registers_again_and_goes_on(
         ("pruned-first@example.com", 2),
         ("pruned-second@example.com", 2),
     ]
+    assert ledger_check(database_url).returncode == 0
+
+
+def test_a_busy_worker_learns_of_each_prune_from_its_heartbeat(
+    live, live_worker, sql, database_url
+):
+    # Its one slot taken, it fetches nothing: its heartbeat finds its row gone, registers
+    # it again and claims the running task, while the job runs; and again after a later
+    # prune. Until then the worker looks dead to its peers.
+    server = live(**QUEUE)
+    worker = live_worker(ASSESSMENT_WORK_SECONDS=str(LEASE * 5), MAX_CONCURRENT_JOBS="1")
+    user = User(server)
+    user.signup("pruned-busy@example.com")
+    job_id = job_id_of(user.submit())
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
+    ids = [sql("SELECT id FROM procrastinate_workers")[0][0]]
+
+    def claimed_anew():
+        rows = sql("SELECT w.id FROM procrastinate_jobs q JOIN procrastinate_workers w"
+                   " ON w.id = q.worker_id WHERE q.status = 'doing'")  # fmt: skip
+        return rows and rows[0][0] not in ids and rows[0][0]
+
+    for _ in range(2):
+        sql("DELETE FROM procrastinate_workers")
+        wait_for(claimed_anew, timeout=LEASE * 2)
+        ids.append(claimed_anew())
+        assert sql("SELECT status FROM assessment_jobs") == [("running",)]
+        time.sleep(LEASE)  # a prune within a lease of registering is no stalled heartbeat
+
+    assert poll_until_settled(user, job_id)[:2] == ("succeeded", "charged")
+    assert worker.proc.poll() is None
+    assert sql("SELECT status, worker_id FROM procrastinate_jobs") == [("succeeded", ids[-1])]
     assert ledger_check(database_url).returncode == 0

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from flask import Flask
@@ -79,6 +80,10 @@ CLAIM_RUNNING_SQL = (
     "UPDATE procrastinate_jobs SET worker_id = %(worker_id)s"
     " WHERE id = ANY(%(ids)s) AND status = 'doing' AND worker_id IS NULL"
 )
+# procrastinate's heartbeat, which also says whether the worker's row is still there.
+BEAT_SQL = (
+    "UPDATE procrastinate_workers SET last_heartbeat = now() WHERE id = %(worker_id)s RETURNING id"
+)
 
 
 def pruned(error: ConnectorException) -> bool:
@@ -96,34 +101,56 @@ class QueueWorker(Worker):
     Every worker prunes the rows of workers whose heartbeat is older than
     stalled_worker_timeout (a lease) when it starts. A database outage longer than that
     stalls a live worker's heartbeat, a peer starting meanwhile deletes its row (its
-    running tasks' worker becomes NULL), and its next fetch fails on the foreign key to
-    procrastinate_workers. Nothing else is wrong: its jobs still run and beat. So it
-    registers again, claims the tasks it is running, and fetches on, instead of ending
-    and having them failed and refunded.
+    running tasks' worker becomes NULL, and the worker looks dead to close_settled_tasks),
+    and its next fetch would fail on the foreign key to procrastinate_workers. Nothing else
+    is wrong: its jobs still run and beat. So whichever notices first, its heartbeat (the
+    row is gone) or a fetch (the foreign key), registers it again and claims the tasks it
+    is running; it goes on instead of ending and having them failed and refunded. Pruned
+    again within a lease of registering, it ends: that is no stalled heartbeat.
     """
 
-    async def _fetch_and_process_jobs(self) -> None:
-        try:
-            await super()._fetch_and_process_jobs()
-            return
-        except ConnectorException as error:
-            if not pruned(error):
-                raise
-        # A second failure (pruned again at once) is an error: it ends the worker.
-        old, self.worker_id = self.worker_id, await self.app.job_manager.register_worker()
-        running = [context.job.id for context in self._running_jobs.values()]
-        if running:
-            await self.app.connector.execute_query_async(
-                CLAIM_RUNNING_SQL, worker_id=self.worker_id, ids=running
+    _registered_at = float("-inf")
+    _registering: asyncio.Lock | None = None
+
+    async def _register_again(self, pruned_id: int | None) -> None:
+        self._registering = self._registering or asyncio.Lock()
+        async with self._registering:
+            if self.worker_id != pruned_id:
+                return  # the heartbeat or a fetch did it meanwhile
+            if time.monotonic() - self._registered_at < self.stalled_worker_timeout:
+                raise RuntimeError(f"worker {pruned_id} was pruned again right after registering")
+            self.worker_id = await self.app.job_manager.register_worker()
+            self._registered_at = time.monotonic()
+            running = [context.job.id for context in self._running_jobs.values()]
+            if running:
+                await self.app.connector.execute_query_async(
+                    CLAIM_RUNNING_SQL, worker_id=self.worker_id, ids=running
+                )
+            log.warning(
+                "worker %s was pruned by a peer while its heartbeat stalled; registered"
+                " again as %s with its %d running tasks",
+                pruned_id,
+                self.worker_id,
+                len(running),
             )
-        log.warning(
-            "worker %s was pruned by a peer while its heartbeat stalled; registered again"
-            " as %s with its %d running tasks",
-            old,
-            self.worker_id,
-            len(running),
-        )
-        await super()._fetch_and_process_jobs()
+
+    async def _fetch_and_process_jobs(self) -> None:
+        while True:
+            worker_id = self.worker_id
+            try:
+                return await super()._fetch_and_process_jobs()
+            except ConnectorException as error:
+                if not pruned(error):
+                    raise
+            await self._register_again(worker_id)
+
+    async def _update_heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.update_heartbeat_interval)
+            worker_id = self.worker_id
+            beat = await self.app.connector.execute_query_all_async(BEAT_SQL, worker_id=worker_id)
+            if not beat:
+                await self._register_again(worker_id)
 
 
 def run(app: Flask, concurrency: int, graceful_seconds: float = 1.0) -> None:
