@@ -88,7 +88,10 @@ class Chaos:
         self.pg = Postgres(Path(tempfile.mkdtemp(prefix="chaos-pg-")))
         self.db = Database(self.pg.start(), patience=60)
         self.proxy = DbProxy.to(self.db.url).start()
-        pause = 0.6 * minutes * 60 * buyers * 3.5 / max(deliveries, 1)  # ~3.5 deliveries a sale
+        # ~3.5 deliveries a sale, from the buyers who buy at the storm's pace: the first is
+        # thrifty (it buys only once it has about run out), so it does not pace.
+        pace = max(buyers - 1, 1)
+        pause = 0.6 * minutes * 60 * pace * 3.5 / max(deliveries, 1)
         self.storm = Storm(
             lambda: self.cluster.urls(), seed, self.violation, pause, check=self.check_sale,
             balance=lambda user_id: self.db.scalar(
