@@ -117,10 +117,14 @@ class QueueWorker(Worker):
         async with self._registering:
             if self.worker_id != pruned_id:
                 return  # the heartbeat or a fetch did it meanwhile
-            if time.monotonic() - self._registered_at < self.stalled_worker_timeout:
+            # A peer prunes a row whose heartbeat is a lease old, and the row's first beat is
+            # its registration: so a prune is never within a lease of asking to register,
+            # however long the answer took.
+            asked = time.monotonic()
+            if asked - self._registered_at < self.stalled_worker_timeout:
                 raise RuntimeError(f"worker {pruned_id} was pruned again right after registering")
+            self._registered_at = asked
             self.worker_id = await self.app.job_manager.register_worker()
-            self._registered_at = time.monotonic()
             running = [context.job.id for context in self._running_jobs.values()]
             if running:
                 await self.app.connector.execute_query_async(
