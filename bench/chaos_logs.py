@@ -1,16 +1,18 @@
 """What a chaos run's process logs say: which deaths a recorded fault explains, what else broke.
 
 A queue worker ends itself, for a supervisor to restart, on a database error of its own:
-pruned by another worker while a fault stalled its heartbeat and pruned again at once after
-registering anew (its fetch fails on the foreign key to procrastinate_workers: a
-ConnectorException raised from that ForeignKeyViolation; the first time, it registers
-again and goes on), its connection lost in a fault (a ConnectorException raised from the
-lost connection's error), or procrastinate's listener or heartbeat lost the database,
-which stops procrastinate ("Side task ... failed ..., stopping worker") and the worker
-ends on that unasked stop (app/jobs/worker.py). Such a death is excused only when its own
-final exception says so, at a time inside or right after a fault the run recorded (its
-line's time, or when the harness saw the process end if the line has none); and only that
-traceback's ForeignKeyViolation is excused, not the rest of the log. A queue worker armed
+its connection lost in a fault (a ConnectorException raised from the lost connection's
+error), or procrastinate's listener or heartbeat lost the database, which stops
+procrastinate ("Side task ... failed ..., stopping worker") and the worker ends on that
+unasked stop (app/jobs/worker.py). A worker pruned by another while a fault stalled its
+heartbeat registers again and goes on (worker.QueueWorker); the death this still excuses
+for a prune (a fetch's ConnectorException raised from the ForeignKeyViolation on
+procrastinate_workers) is how a worker ended before it did, and a worker pruned again
+within a lease of registering ends on a RuntimeError, which nothing excuses. Such a death
+is excused only when its own final exception says so, at a time inside or right after a
+fault the run recorded (its line's time, or when the harness saw the process end if the
+line has none); and only that traceback's ForeignKeyViolation is excused, not the rest of
+the log. A queue worker armed
 with a failpoint may also die there, by its own SIGKILL, right after the failpoint's line.
 Everything here is a pure function of a log's text, the faults' windows (began, ended,
 kind) and that end, in wall-clock seconds, so each case is a test on a constructed log.
