@@ -3,10 +3,16 @@
 The status poll shows the time left from this figure, so it must cost the poll nothing:
 each process reads it at most once a minute (one SELECT over the last jobs), and a page
 between reads uses the figure it has. None until some job has finished.
+
+A point's report reads a few tiles around it and a municipality's a whole outline (seconds
+against half a minute or more), so each kind has its own median: a point is not told the
+cities' time. seconds_left() turns the figure and a job's progress into its time left.
 """
 
+import math
 import threading
 import time
+from typing import Any
 
 from sqlalchemy import text
 
@@ -15,33 +21,79 @@ from ..extensions import db
 REFRESH_SECONDS = 60.0
 RECENT_JOBS = 50
 
-# Jobs that did the work (not those made whole from the cache, which take no time).
+# Jobs that did the work (not those made whole from the cache, which take no time): the
+# last RECENT_JOBS of each kind, and the median of each kind and of all.
 RECENT_SQL = text(
-    "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FROM ("
-    "  SELECT extract(epoch FROM finished_at - started_at) AS seconds FROM assessment_jobs"
-    "  WHERE status = 'succeeded' AND started_at IS NOT NULL AND step <> 'Done from cache'"
-    "    AND finished_at > now() - interval '7 days'"
-    "  ORDER BY finished_at DESC LIMIT :n) recent"
+    "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FILTER (WHERE point),"
+    "  percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FILTER (WHERE NOT point),"
+    "  percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FROM ("
+    "  SELECT seconds, point, row_number() OVER (PARTITION BY point ORDER BY finished_at DESC)"
+    "    AS nth FROM ("
+    "    SELECT extract(epoch FROM finished_at - started_at) AS seconds, finished_at,"
+    "      coalesce((area->>'radius_m')::float, 0) > 0 AS point FROM assessment_jobs"
+    "    WHERE status = 'succeeded' AND started_at IS NOT NULL AND step <> 'Done from cache'"
+    "      AND finished_at > now() - interval '7 days') done) recent"
+    " WHERE nth <= :n"
 )
+KINDS = ("point", "place")
 
 _lock = threading.Lock()
-_state = {"seconds": None, "read_at": float("-inf")}
+_state: dict[str, Any] = {"seconds": {}, "read_at": float("-inf")}
 
 
-def typical_seconds() -> float | None:
-    """Return the median duration of the recent jobs, read at most once a minute."""
+def kind_of(area: dict[str, Any] | None) -> str:
+    """Return a job's kind for its typical time: "point" (a circle) or "place"."""
+    return "point" if area and float(area.get("radius_m") or 0) > 0 else "place"
+
+
+def typical_seconds(kind: str | None = None) -> float | None:
+    """Return the median duration of the recent jobs of a kind (None: of all), read at most
+    once a minute."""
     now = time.monotonic()
-    if now - _state["read_at"] < REFRESH_SECONDS or not _lock.acquire(blocking=False):
-        return _state["seconds"]  # fresh enough, or another thread is reading it now
-    try:
-        _state["read_at"] = now  # a failed read waits its minute too: no query per poll
-        value = db.session.execute(RECENT_SQL, {"n": RECENT_JOBS}).scalar()
-        _state["seconds"] = float(value) if value is not None else None
-    finally:
-        _lock.release()
-    return _state["seconds"]
+    if now - _state["read_at"] >= REFRESH_SECONDS and _lock.acquire(blocking=False):
+        try:
+            _state["read_at"] = now  # a failed read waits its minute too: no query per poll
+            row = db.session.execute(RECENT_SQL, {"n": RECENT_JOBS}).one()
+            _state["seconds"] = {
+                key: float(value)
+                for key, value in zip((*KINDS, None), row, strict=True)
+                if value is not None
+            }
+        finally:
+            _lock.release()
+    return _state["seconds"].get(kind)  # fresh enough, or another thread is reading it now
+
+
+# The recent jobs' pace counts as much as this share of a typical job seen of this one.
+PRIOR_SHARE = 0.25
+# With no recent job to go by, a job says no time left before this much progress.
+FIRST_PROGRESS = 10
+
+
+def seconds_left(elapsed: float, progress: int, typical: float | None) -> int | None:
+    """Return a running job's seconds left, halves rounded up, or None when unknown.
+
+    The pace is the job's own progress over its seconds, with the typical job's pace
+    counted as if a quarter of such a job had been seen too: before any progress the time
+    left is the typical time less the seconds so far, and the job's own pace takes over as
+    it goes, without a jump from one to the other ("about 2 min" then "about 5 s" eight
+    seconds later, as a rule that switched did). The page counts it on between polls the
+    same way (static/js/job-elapsed.js).
+    """
+    if not 0 <= progress < 100:
+        return None
+    if typical and progress == 0:  # no pace of its own yet (setting out)
+        return max(1, math.floor(typical - elapsed + 0.5))
+    if typical:
+        seen = PRIOR_SHARE * typical
+        pace = (progress + 100 * PRIOR_SHARE) / (elapsed + seen)
+    elif progress >= FIRST_PROGRESS and elapsed > 0:
+        pace = progress / elapsed
+    else:
+        return None
+    return max(1, math.floor((100 - progress) / pace + 0.5))
 
 
 def forget() -> None:
-    """Drop the figure, so the next call reads it (tests, and a new process)."""
-    _state.update(seconds=None, read_at=float("-inf"))
+    """Drop the figures, so the next call reads them (tests, and a new process)."""
+    _state.update(seconds={}, read_at=float("-inf"))

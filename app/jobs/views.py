@@ -6,7 +6,6 @@ transitions and billing modules' conditional statements; this module only decide
 
 import hashlib
 import logging
-import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -77,19 +76,10 @@ class JobView:
 
     @property
     def seconds_left(self) -> int | None:
-        """Estimate the seconds left: what the recent jobs took, less the time so far.
-
-        Past that typical time (or before any job finished), from the progress made. The
-        page counts it on between polls the same way (static/js/job-elapsed.js), halves
-        rounded up as there.
-        """
+        """Return a running job's seconds left (estimate.seconds_left), else None."""
         if self.status != "running":
             return None
-        if self.typical is not None and self.elapsed < self.typical:
-            return max(1, math.floor(self.typical - self.elapsed + 0.5))
-        if not 0 < self.progress < 100:
-            return None
-        return math.floor(self.elapsed * (100 - self.progress) / self.progress + 0.5)
+        return estimate.seconds_left(self.elapsed, self.progress, self.typical)
 
 
 # What a job's point is, read from the ledger and incidents in the same statement.
@@ -223,7 +213,11 @@ def _as_view(row: Any) -> JobView:
         balance=row.balance,
         version=row_version(row),
         # Read at most once a minute per process: no query of its own on a poll.
-        typical=_tenths(estimate.typical_seconds()) if row.status == "running" else None,
+        typical=(
+            _tenths(estimate.typical_seconds(estimate.kind_of(row.area)))
+            if row.status == "running"
+            else None
+        ),
         draining=row.draining,
     )
 

@@ -5,12 +5,14 @@
 // with the seconds of its first answer: the count neither restarts nor goes back from
 // those. It restarts from the server's figure when the status changes (a pending job
 // counts from its submit, a running one from its start) or when the server is ahead.
-// The time left is worked out here as the server works it out (JobView.seconds_left,
-// halves rounded up), from what the fragment gives once: the recent jobs' typical time,
-// else the progress. Screen readers get it from the progress bar's aria-valuetext, not
+// The time left is worked out here as the server works it out (estimate.seconds_left,
+// halves rounded up), from what the fragment gives once: the progress and the recent
+// jobs' typical time, the job's own pace taking over from the typical one as it goes. Screen readers get it from the progress bar's aria-valuetext, not
 // from the live region, which they would otherwise read out every second.
 // A file, not an inline script: the CSP allows only 'self'.
 (function () {
+  var PRIOR_SHARE = 0.25;  // estimate.PRIOR_SHARE
+  var FIRST_PROGRESS = 10;  // estimate.FIRST_PROGRESS
   var base = 0;
   var since = Date.now();
   var status = null;
@@ -32,9 +34,17 @@
   function secondsLeft(el, elapsed) {
     var typical = Number(el.getAttribute("data-typical"));
     var progress = Number(el.getAttribute("data-progress"));
-    if (typical > 0 && elapsed < typical) { return Math.max(1, Math.floor(typical - elapsed + 0.5)); }
-    if (!(progress > 0 && progress < 100)) { return null; }
-    return Math.floor(elapsed * (100 - progress) / progress + 0.5);
+    if (!(progress >= 0 && progress < 100)) { return null; }
+    if (typical > 0 && progress === 0) { return Math.max(1, Math.floor(typical - elapsed + 0.5)); }
+    var pace;
+    if (typical > 0) {
+      pace = (progress + 100 * PRIOR_SHARE) / (elapsed + PRIOR_SHARE * typical);
+    } else if (progress >= FIRST_PROGRESS && elapsed > 0) {
+      pace = progress / elapsed;
+    } else {
+      return null;
+    }
+    return Math.max(1, Math.floor((100 - progress) / pace + 0.5));
   }
   function words(el, left) {
     if (left < 60) { return el.getAttribute("data-seconds").replace("{n}", left); }
