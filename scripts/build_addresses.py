@@ -10,7 +10,10 @@ files are read with ``git show``):
     .venv/bin/python scripts/build_addresses.py /path/to/japanese-addresses.git [--commit SHA]
 
 What it writes: one zip member per current municipality or ward (``{code5}.tsv``), each
-line ``name<TAB>lat<TAB>lon<TAB>extent_m``, and ``index.json`` (the provenance: source,
+line ``name<TAB>lat<TAB>lon<TAB>extent_m``; the town index (``towns/{hex}.tsv``, from those:
+per first character of a 町丁目's name, the municipalities that have it, so a 町丁目 typed
+without its municipality is found; ``--town-index`` writes it again into the archive as it
+is); and ``index.json`` (the provenance: source,
 licence, credit, commit and its date, which is the snapshot's date; the units whose
 町丁目 were moved by a change; the source's units no current unit matched).
 
@@ -47,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.assessment.place import outlines, postal  # noqa: E402
-from app.assessment.place.addresses import town_key  # noqa: E402
+from app.assessment.place.addresses import town_index, town_key  # noqa: E402
 from app.assessment.place.gazetteer import gazetteer  # noqa: E402
 
 OUT = ROOT / "app" / "assessment" / "place" / "data" / "addresses.zip"
@@ -179,11 +182,38 @@ def extents(found: list[dict], outline) -> list[int]:
     return result
 
 
+def write_town_index(archive: zipfile.ZipFile, streets: dict[str, str]) -> None:
+    """Write the town index of the {code5: tsv text} members into the archive."""
+    for name, text in sorted(town_index(streets).items()):
+        archive.writestr(name, text)
+
+
+def rewrite_town_index() -> None:
+    """Write the archive again as it is, with its town index made afresh."""
+    with zipfile.ZipFile(OUT) as old:
+        kept = {n: old.read(n) for n in old.namelist() if not n.startswith("towns/")}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, data in kept.items():
+            if name != "index.json":
+                archive.writestr(name, data)
+        streets = {n[:5]: d.decode() for n, d in kept.items() if n.endswith(".tsv")}
+        write_town_index(archive, streets)
+        archive.writestr("index.json", kept["index.json"])
+    OUT.write_bytes(buffer.getvalue())
+    print(f"{OUT}: town index of {len(streets)} units, {len(buffer.getvalue())} bytes")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("repo", help="a clone of geolonia/japanese-addresses")
+    parser.add_argument("repo", nargs="?", help="a clone of geolonia/japanese-addresses")
     parser.add_argument("--commit", default="HEAD")
+    parser.add_argument("--town-index", action="store_true", help="only the town index, again")
     args = parser.parse_args()
+    if args.town_index:
+        return rewrite_town_index()
+    if not args.repo:
+        parser.error("the repository is needed")
     commit = git(args.repo, "rev-parse", args.commit).decode().strip()
     commit_date = git(args.repo, "show", "-s", "--format=%cI", commit).decode().strip()
     prefectures = json.loads(git(args.repo, "show", f"{commit}:api/ja.json"))
@@ -214,6 +244,7 @@ def main() -> None:
                 by_unit[code5].extend(found)
     buffer = io.BytesIO()
     count = 0
+    streets: dict[str, str] = {}
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         for code5 in sorted(by_unit):
             found = by_unit[code5]
@@ -222,8 +253,10 @@ def main() -> None:
             for entry, extent in zip(found, extents(found, outline), strict=True):
                 lon, lat = entry["point"]
                 lines.append(f"{entry['name']}\t{lat:.6f}\t{lon:.6f}\t{extent}")
-            archive.writestr(f"{code5}.tsv", "\n".join(lines) + "\n")
+            streets[code5] = "\n".join(lines) + "\n"
+            archive.writestr(f"{code5}.tsv", streets[code5])
             count += len(lines)
+        write_town_index(archive, streets)
         meta = {
             **SOURCE,
             "commit": commit,

@@ -28,6 +28,9 @@ TABLE = [
     ("100-0005 千代田区丸の内1丁目9-1", "東京都千代田区丸の内一丁目", "9-1"),
     ("千代田区丸の内一丁目九番一号", "東京都千代田区丸の内一丁目", "九番一号"),
     ("東京都千代田区霞ケ関1-1", "東京都千代田区霞が関一丁目", "1"),
+    # A 町丁目 typed without its municipality, where one municipality has it.
+    ("三軒茶屋2-1-1", "東京都世田谷区三軒茶屋二丁目", "1-1"),
+    ("東京都三軒茶屋二丁目", "東京都世田谷区三軒茶屋二丁目", ""),
     ("東京都千代田区霞ヶ関2丁目1", "東京都千代田区霞が関二丁目", "1"),
     ("東京都千代田区霞が関3-1-1", "東京都千代田区霞が関三丁目", "1-1"),
     ("東京都千代田区一番町10", "東京都千代田区一番町", "10"),
@@ -107,6 +110,32 @@ def test_a_street_without_its_chome_offers_each_chome() -> None:
         f"大阪府大阪市北区梅田{n}丁目" for n in "一三二"
     ]
     assert {area.code5 for area in info.value.choices} == {"27127"}
+
+
+def test_a_chome_typed_without_its_municipality_offers_the_municipalities_that_have_it():
+    with pytest.raises(PlaceAmbiguous) as info:
+        resolve_place("三軒茶屋")  # it was "no municipality matches"
+    assert [area.address["matched"] for area in info.value.choices] == [
+        f"東京都世田谷区三軒茶屋{n}丁目" for n in "一二"
+    ]
+    with pytest.raises(PlaceNotFound):  # Osaka has no 三軒茶屋
+        resolve_place("大阪府三軒茶屋")
+    # A name too many municipalities have asks for the municipality, with their number.
+    with pytest.raises(PlaceNotFound) as info:
+        resolve_place("本町")
+    assert "names a 町丁目 (or 大字) in 299 municipalities" in str(info.value)
+    with pytest.raises(PlaceAmbiguous) as info:  # the prefecture narrows it to one
+        resolve_place("東京都丸の内")
+    assert {area.code5 for area in info.value.choices} == {"13101"}
+
+
+def test_the_town_index_is_the_one_the_streets_make():
+    # scripts/build_addresses.py writes both; an archive rebuilt without it fails here.
+    with addresses._archive() as archive:
+        names = archive.namelist()
+        streets = {n[:5]: archive.read(n).decode() for n in names if n[5:] == ".tsv"}
+        stored = {n: archive.read(n).decode() for n in names if n.startswith("towns/")}
+    assert stored == addresses.town_index(streets)
 
 
 # Municipalities whose data held names a choice could not come back from (151 of the
@@ -234,7 +263,7 @@ def test_gsi_title_names_exactly_the_banchi_typed(title, banchi, named) -> None:
     assert _names_banchi(title, address) is named
 
 
-@pytest.mark.parametrize("query", ["東京都千代田区丸の内9丁目", "大阪市北区梅田"])
+@pytest.mark.parametrize("query", ["東京都千代田区丸の内9丁目", "大阪市北区梅田", "三軒茶屋"])
 def test_an_unknown_or_ambiguous_street_charges_nothing(client, actions, sql, query):
     actions.signup()
     response = actions.submit(query, "ja")

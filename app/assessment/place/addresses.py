@@ -133,16 +133,52 @@ def streets(code5: str) -> tuple[_Entry, ...]:
     found = []
     for line in text.splitlines():
         name, lat, lon, extent = line.split("\t")
-        key = re.sub(r"^大?字", "", town_key(name))
-        chome = _CHOME.fullmatch(key)
-        found.append(
-            _Entry(
-                Street(code5, name, float(lat), float(lon), float(extent)),
-                chome[1] if chome else key,
-                int(chome[2]) if chome else None,
-            )
-        )
+        street = Street(code5, name, float(lat), float(lon), float(extent))
+        found.append(_Entry(street, *base_of(name)))
     return tuple(found)
+
+
+def base_of(name: str) -> tuple[str, int | None]:
+    """Return a 町丁目's key without a leading 大字/字 and its 丁目, and the 丁目 (or None)."""
+    key = re.sub(r"^大?字", "", town_key(name))
+    chome = _CHOME.fullmatch(key)
+    return (chome[1], int(chome[2])) if chome else (key, None)
+
+
+def town_index(members: dict[str, str]) -> dict[str, str]:
+    """Return the archive's town index from its {code5: tsv text} members.
+
+    One member per first character of a 町丁目's base key (base_of), its lines
+    "base<TAB>code5 code5 ...", sorted: the municipalities that have a 町丁目 of that name.
+    scripts/build_addresses.py writes it into the archive beside the streets.
+    """
+    units: dict[str, set[str]] = {}
+    for code5, text in members.items():
+        for line in text.splitlines():
+            units.setdefault(base_of(line.split("\t", 1)[0])[0], set()).add(code5)
+    index: dict[str, list[str]] = {}
+    for base in sorted(units):
+        index.setdefault(_town_member(base), []).append(f"{base}\t{' '.join(sorted(units[base]))}")
+    return {name: "\n".join(lines) + "\n" for name, lines in index.items()}
+
+
+def _town_member(base: str) -> str:
+    return f"towns/{ord(base[:1] or ' '):x}.tsv"
+
+
+def units_with_town(text: str) -> list[str]:
+    """Return the municipalities having the 町丁目 (of two characters or more) that text
+    starts with, the longest name that any has; [] when no such name starts it."""
+    key = re.sub(r"^大?字", "", town_key(unicodedata.normalize("NFKC", text).strip()))
+    try:
+        lines = _read(_town_member(key)).decode("utf-8").splitlines()
+    except KeyError:
+        return []
+    found = [line.split("\t") for line in lines]
+    fits = [(base, codes) for base, codes in found if len(base) >= 2 and key.startswith(base)]
+    if not fits:
+        return []
+    return max(fits, key=lambda fit: len(fit[0]))[1].split()
 
 
 @functools.lru_cache(maxsize=STREETS_KEPT)

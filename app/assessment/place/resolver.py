@@ -362,11 +362,30 @@ def _by_japanese(text: str) -> Area:
         if street:  # an address: the 町丁目 after the municipality's name
             return _by_street(text, areas, street)
         return _one(text, areas)
+    towns = [
+        gaz.by_code5[code5] for code5 in addresses.units_with_town(rest) if code5 in gaz.by_code5
+    ]
+    if units := _in_pref(towns, code2):
+        return _by_town(text, units, len(rest))
     raise PlaceNotFound(
         N_('No municipality matches "%(query)s".'),
         _suggest(rest, (gaz.ja_full, gaz.ja_base), code2),
         query=text,
     )
+
+
+def _by_town(text: str, units: list[Area], tail: int) -> Area:
+    """Place a 町丁目 typed without its municipality, or say which of its units it is in."""
+    if len(units) > addresses.MAX_CANDIDATES:
+        raise PlaceNotFound(
+            N_(
+                '"%(query)s" names a 町丁目 (or 大字) in %(num)d municipalities: add its '
+                "municipality, as in 東京都世田谷区三軒茶屋."
+            ),
+            query=text,
+            num=len(units),
+        )
+    return _by_street(text, units, _street_part(text, tail) or text)
 
 
 def _street_part(text: str, tail: int) -> str:
@@ -429,8 +448,9 @@ def _by_street(text: str, areas: list[Area], street: str) -> Area:
     if len(hits) == 1:
         rest = next(f.rest for f in found if f.streets)
         return _street_area(hits[0], text, rest)
-    if hits:
-        choices = [_street_area(hit, text, "") for hit in hits]
+    if hits:  # each offered with the 番地 typed after it
+        rests = {street: f.rest for f in found for street in f.streets}
+        choices = [_street_area(hit, text, rests[hit]) for hit in hits]
         message = N_(
             '"%(query)s" fits %(num)d 町丁目 (or 大字): choose one, or add its 丁目 or the '
             "prefecture."
