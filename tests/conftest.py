@@ -125,9 +125,7 @@ def make_app(database_url):
 
     for app in built:
         assert app.extensions["runner"].wait(10), "a job thread outlived its test"
-    for thread in threading.enumerate():  # chores that a request set off end with it
-        if thread.name in ("housekeeping", "sweep"):
-            thread.join(10)
+    chores_done()  # chores that a request set off end with it
     for app in built:
         with app.app_context():
             db.engine.dispose()
@@ -417,3 +415,10 @@ def off_the_main_thread(call):
     if "error" in out:
         raise out["error"]
     return out["value"]
+
+
+def chores_done() -> None:
+    """Wait for the housekeeping and sweep threads that requests set off to end."""
+    for thread in threading.enumerate():
+        if thread.name in ("housekeeping", "sweep"):
+            thread.join(10)

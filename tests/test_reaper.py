@@ -6,7 +6,7 @@ import time
 import uuid
 
 from app.operations import failpoints
-from tests.conftest import Actions, job_id_from, signed_in
+from tests.conftest import Actions, chores_done, job_id_from, signed_in
 from tests.test_jobs import attr, clients_sharing_session, poll_until, settled
 
 
@@ -74,7 +74,10 @@ def test_fifty_concurrent_polls_reap_and_refund_once(app, client, actions, sql, 
 
 
 def test_failed_ledger_lookup_routes_to_support_once(make_app, sql, caplog):
-    app, client, actions = signed_in(make_app, "victim@example.com")
+    # Support settles it: no sweep retries the lookup meanwhile (one that ran late, or a
+    # request two seconds on, would settle it before support could).
+    app, client, actions = signed_in(make_app, "victim@example.com", SWEEP_INTERVAL_SECONDS=3600)
+    chores_done()
     job_id = stale_charged_job(actions, sql)
     failpoints.configure("consume_lookup=raise")
     caplog.set_level(logging.ERROR, logger="app.incidents")
@@ -122,7 +125,10 @@ def test_failed_ledger_lookup_routes_to_support_once(make_app, sql, caplog):
 
 
 def test_support_no_refund_due_settles_as_charged(make_app, sql):
-    app, client, actions = signed_in(make_app, "user@example.com")
+    # Support settles it: no sweep retries the lookup meanwhile (one that ran late, or a
+    # request two seconds on, would settle it before support could).
+    app, client, actions = signed_in(make_app, "user@example.com", SWEEP_INTERVAL_SECONDS=3600)
+    chores_done()
     job_id = stale_charged_job(actions, sql)
     failpoints.configure("consume_lookup=raise")
     client.get(f"/assessments/{job_id}/status")  # reaps; the lookup fails: support
