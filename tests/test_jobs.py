@@ -107,9 +107,17 @@ def test_back_to_the_form_mid_job_names_the_running_job_and_a_409_reloads_as_the
     body = second.get_data(as_text=True)
     assert 'data-reload-as="/assessments/new?query=Osaka&amp;lang=en"' in body
     assert "js/no-resend.js" in body
+    # The notice names the running report and polls until it ends, then says so.
+    notice = client.get(f"/assessments/{job_id}/in-flight").get_data(as_text=True)
+    assert ("札幌市" if lang == "ja" else "Sapporo") in notice and "hx-get" in notice
     assert app.extensions["runner"].wait(15)
+    notice = client.get(f"/assessments/{job_id}/in-flight").get_data(as_text=True)
+    ended = "You can start the one below now." if lang == "en" else "下の評価を今すぐ開始できます。"
+    assert ended in notice and "hx-get" not in notice
     form = client.get("/assessments/new").get_data(as_text=True)
     assert 'id="in-flight"' not in form  # settled: nothing is running
+    other = signed_in(make_app)[1]
+    assert other.get(f"/assessments/{job_id}/in-flight").status_code == 404
 
 
 def test_user_can_submit_again_once_the_job_is_terminal(client, actions, app, sql):

@@ -3,6 +3,7 @@
 import functools
 import json
 import re
+import uuid
 
 from flask import (
     Blueprint,
@@ -66,9 +67,21 @@ def new():
         form=form,
         typed=request.args.get("typed", "")[:200],
         preview=resolver.preview(form.query.data) if form.query.data else None,
-        # Back to the form mid-job: the form says a job is running and links to it.
-        in_flight=transitions.in_flight_job(current_user.id),
+        # Back to the form mid-job: the form names the job running, its time left, and
+        # says when it ends (partials/_in_flight.html).
+        running=_running(transitions.in_flight_job(current_user.id)),
     )
+
+
+@bp.get("/<job_id>/in-flight")
+@login_required
+def in_flight(job_id: str):
+    """Say on the form whether the job that kept it waiting still runs (polled by it)."""
+    return render_template("partials/_in_flight.html", running=_own_job(job_id, current_user.id))
+
+
+def _running(job_id: uuid.UUID | None) -> views.JobView | None:
+    return views.view(job_id, current_user.id) if job_id else None
 
 
 @bp.get("/place")
@@ -129,9 +142,9 @@ def create():
         # Reloading this answer would post the form again: the page's address becomes the
         # form's, filled in (static/js/no-resend.js), so a reload only reads it.
         again = url_for(".new", query=form.query.data, lang=form.lang.data)
-        return _form_error(
-            form, 409, _("An assessment is already running."), running=exc.job_id, again=again
-        )
+        running = views.view(exc.job_id, user_id)  # named in the notice, polled till it ends
+        message = None if running else _("An assessment is already running.")
+        return _form_error(form, 409, message, running=running, again=again)
     except RunnerBusy:
         response = _form_error(
             form, 503, _("The service is busy right now. Nothing was charged: try again shortly.")
