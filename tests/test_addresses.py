@@ -129,6 +129,35 @@ def test_a_chome_typed_without_its_municipality_offers_the_municipalities_that_h
     assert {area.code5 for area in info.value.choices} == {"13101"}
 
 
+@pytest.mark.parametrize(
+    ("typed", "matched", "banchi"),
+    [
+        ("Sangenjaya 2-chome, Setagaya", "東京都世田谷区三軒茶屋二丁目", ""),
+        ("Sangenjaya 2-1-1, Setagaya-ku, Tokyo", "東京都世田谷区三軒茶屋二丁目", "1-1"),
+        ("1-9-1 Marunouchi, Chiyoda-ku, Tokyo", "東京都千代田区丸の内一丁目", "9-1"),
+        ("Marunouchi 1-chome 9-1, Chiyoda", "東京都千代田区丸の内一丁目", "9-1"),
+        ("Umeda 1-chōme, Kita-ku, Osaka", "大阪府大阪市北区梅田一丁目", ""),
+    ],
+)
+def test_a_street_in_romaji_is_placed_by_its_town_s_reading(typed, matched, banchi) -> None:
+    area = resolve_place(typed)
+    assert (area.address["matched"], area.address["banchi"]) == (matched, banchi)
+
+
+def test_a_street_in_romaji_without_its_chome_offers_each_and_english_names_them(app) -> None:
+    from app.web.i18n import place_label
+
+    with pytest.raises(PlaceAmbiguous) as info:
+        resolve_place("Marunouchi, Chiyoda")
+    choices = sorted(info.value.choices, key=lambda area: area.address["matched"])
+    assert [area.address["matched"] for area in choices] == [
+        f"東京都千代田区丸の内{n}丁目" for n in "一三二"
+    ]
+    with app.test_request_context(headers={"Accept-Language": "en"}):
+        # Romaji from Japan Post's reading, long vowels folded as municipalities' are.
+        assert place_label(choices[0]) == "Marunochi 1-chome (丸の内一丁目), Chiyoda-ku, Tokyo"
+
+
 def test_the_town_index_is_the_one_the_streets_make():
     # scripts/build_addresses.py writes both; an archive rebuilt without it fails here.
     with addresses._archive() as archive:

@@ -75,24 +75,41 @@ def test_a_confirmation_covers_the_place_it_was_given_for_only(make_app, sql):
 def test_a_street_typed_in_romaji_is_said_unread_and_asked_about_before_a_point_is_spent(
     make_app, sql
 ):
-    """ "Sangenjaya 2-chome, Setagaya" was silently the whole of Setagaya-ku, a point spent."""
+    """ "Sangenjaya 2-chome, Setagaya" was silently the whole of Setagaya-ku, a point spent.
+    Now read by its town's reading (below); a street no reading fits is said unread."""
     app, client, actions = signed_in(make_app)
-    typed = "Sangenjaya 2-chome, Setagaya"
+    typed = "Sangenchaya 2-chome, Setagaya"  # a common misspelling: no town reads so
     for lang, said in (
-        ("en", "“Sangenjaya 2-chome” was not read, so the whole municipality"),
-        ("ja", "「Sangenjaya 2-chome」は読み取れなかったため、市区町村全体を評価"),
+        ("en", "“Sangenchaya 2-chome” was not read, so the whole municipality"),
+        ("ja", "「Sangenchaya 2-chome」は読み取れなかったため、市区町村全体を評価"),
     ):
         preview = client.get(
             f"/assessments/place?query={typed}", headers={"Accept-Language": lang}
         ).get_data(as_text=True)
-        assert said in preview and 'data-unread="Sangenjaya 2-chome"' in preview
+        assert said in preview and 'data-unread="Sangenchaya 2-chome"' in preview
     plain = client.get("/assessments/place?query=Chuo-ku, Sapporo").get_data(as_text=True)
     assert "data-unread" not in plain  # every word read: nothing to say
     answer = actions.submit(typed)
     body = answer.get_data(as_text=True)
-    assert answer.status_code == 400 and "“Sangenjaya 2-chome” was not read" in body
+    assert answer.status_code == 400 and "“Sangenchaya 2-chome” was not read" in body
     assert "Setagaya" in body and 'class="notice choices"' in body  # the ward, offered free
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
     assert sql("SELECT point_balance FROM users") == [(3,)]
     chosen = actions.submit("Setagaya-ku, Tokyo")  # what the choice fills the form with
     assert chosen.status_code == 303
+
+
+def test_a_street_typed_in_romaji_is_read_by_its_town_s_reading(make_app, sql):
+    app, client, actions = signed_in(make_app)
+    preview = client.get(
+        "/assessments/place?query=Sangenjaya 2-chome, Setagaya", headers={"Accept-Language": "en"}
+    ).get_data(as_text=True)
+    assert "Sangenjaya 2-chome (三軒茶屋二丁目), Setagaya-ku, Tokyo" in preview, preview
+    assert "data-unread" not in preview
+    job = actions.submit("Sangenjaya 2-1-1, Setagaya-ku, Tokyo")
+    assert job.status_code == 303
+    (area,) = sql("SELECT area FROM assessment_jobs")[0]
+    assert (area["address"]["matched"], area["address"]["banchi"]) == (
+        "東京都世田谷区三軒茶屋二丁目",
+        "1-1",
+    )

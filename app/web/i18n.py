@@ -29,6 +29,7 @@ from werkzeug.http import parse_accept_header
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
 from ..assessment.errors import Named
+from ..assessment.place import addresses
 from ..assessment.report.analysis import LAYERS
 from ..points import accounts
 from . import reasons
@@ -97,13 +98,16 @@ def place_label(area: Any) -> str:
 
     "東京都府中市" in Japanese, "Fuchu, Tokyo" in English: names repeat across prefectures.
     A spot (an address or a point) is named by its 町丁目 where one is known:
-    "東京都千代田区丸の内一丁目", "丸の内一丁目, Chiyoda-ku, Tokyo" (the data has no romaji).
+    "東京都世田谷区三軒茶屋二丁目", "Sangenjaya 2-chome (三軒茶屋二丁目), Setagaya-ku, Tokyo"
+    (romaji from Japan Post's reading of the town, where it lists one).
     """
     unit = _get(area, "prefecture_ja") + _get(area, "name_ja")
     street = spot_street(area)
     if language() == "ja":
         return unit + street
-    return f"{street}, {municipality_label(area)}" if street else municipality_label(area)
+    if not street:
+        return municipality_label(area)
+    return f"{addresses.street_en(_get(area, 'code5'), street)}, {municipality_label(area)}"
 
 
 def spot_street(area: Any) -> str:
@@ -299,6 +303,7 @@ def init_jinja(app) -> None:
     app.jinja_env.globals["i18n"] = SimpleNamespace(
         language=language,
         place_label=place_label,
+        street_en=addresses.street_en,
         names=NAMES,
         languages=LANGUAGES,
         dataset_name=reasons.dataset_name,

@@ -29,7 +29,7 @@ from typing import Any
 
 from kanjize import kanji2number
 
-from .keys import hiragana
+from .keys import hiragana, romaji_key, romanise
 
 # A 町丁目's circle: at least the point report's 500 m, at most what the area's tiles hold
 # (a one-tile box around the point, area.tiles_around: about ±4.9 km at z12).
@@ -79,11 +79,21 @@ class Street:
     lat: float
     lon: float
     extent_m: float  # how far its ground reaches from the point (estimated: see the script)
+    reading: str = ""  # Japan Post's reading of the town, in hiragana ("" if it lists none)
 
     @property
     def radius_m(self) -> float:
         """Return the circle a report reads: 500 m unless the 町丁目 is larger."""
         return min(max(MIN_RADIUS_M, self.extent_m), MAX_RADIUS_M)
+
+    @property
+    def romaji(self) -> str:
+        """Return the name in romaji, from its reading ("Sangenjaya 2-chome"), or ""."""
+        if not self.reading:
+            return ""
+        chome = base_of(self.name)[1]
+        name = romanise(self.reading).capitalize()
+        return f"{name} {chome}-chome" if chome else name
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +142,55 @@ def streets(code5: str) -> tuple[_Entry, ...]:
         return ()
     found = []
     for line in text.splitlines():
-        name, lat, lon, extent = line.split("\t")
-        street = Street(code5, name, float(lat), float(lon), float(extent))
+        name, lat, lon, extent, reading = line.split("\t")
+        street = Street(code5, name, float(lat), float(lon), float(extent), reading)
         found.append(_Entry(street, *base_of(name)))
     return tuple(found)
+
+
+# "2-chome", "2 chome", "2chōme": the 丁目 of a street typed in romaji.
+_ROMAJI_CHOME = re.compile(r"(\d+)\s*-?\s*cho+me\b")
+
+
+@functools.lru_cache(maxsize=STREETS_KEPT)
+def _by_romaji(code5: str) -> dict[str, list[_Entry]]:
+    index: dict[str, list[_Entry]] = {}
+    for entry in streets(code5):
+        if entry.street.reading:
+            index.setdefault(romaji_key(romanise(entry.street.reading)), []).append(entry)
+    return index
+
+
+def find_romaji(codes: list[str], text: str) -> Found:
+    """Find the 町丁目 that text in romaji names, by its reading: "Sangenjaya 2-chome",
+    "Sangenjaya 2-1-1", "1-9-1 Marunouchi". The first number is the 丁目 (unless "chome"
+    marks another) where the town has 丁目; the numbers left are the 番地, kept as typed."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if c.isascii()).lower()
+    marked = _ROMAJI_CHOME.search(plain)
+    numbers = re.findall(r"\d+", _ROMAJI_CHOME.sub(" ", plain))
+    key = romaji_key(re.sub(r"\d+|\bcho+me\b", " ", plain))
+    entries = [entry for code5 in codes for entry in _by_romaji(code5).get(key, ())]
+    if not key or not entries:
+        return Found(())
+    if all(entry.chome is None for entry in entries):  # no 丁目: the numbers are the 番地
+        return Found(tuple(entry.street for entry in entries), "-".join(numbers))
+    chome = int(marked[1]) if marked else int(numbers.pop(0)) if numbers else None
+    if chome is None:  # a town of several 丁目, none typed: each is a choice
+        return Found(tuple(entry.street for entry in entries))
+    return Found(
+        tuple(entry.street for entry in entries if entry.chome == chome), "-".join(numbers)
+    )
+
+
+def romaji_of(code5: str, name: str) -> str:
+    """Return a municipality's 町丁目 in romaji ("Sangenjaya 2-chome"), or "" if unknown."""
+    return next((e.street.romaji for e in streets(code5) if e.street.name == name), "")
+
+
+def street_en(code5: str, name: str) -> str:
+    """Name a 町丁目 for an English reader: its romaji, then its kanji (or the kanji alone)."""
+    romaji = romaji_of(code5, name)
+    return f"{romaji} ({name})" if romaji else name
 
 
 def base_of(name: str) -> tuple[str, int | None]:

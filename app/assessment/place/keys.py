@@ -61,7 +61,8 @@ def romanise(kana: str) -> str:
     # jaconv's table, not pykakasi: pykakasi keeps a ~100 MiB kanji dictionary alive for
     # the life of the process, and only kana ever reaches this function. Hepburn marks
     # ん before a vowel (Kan'onji) and writes っち as tch (Kutchan).
-    kana = re.sub("ん(?=[あいうえお])", "ん'", kana)
+    # ぢ is written ji, as じ: jaconv reads ぢゃ as "jiya" (三軒茶屋, さんげんぢゃや: Sangenjaya).
+    kana = re.sub("ん(?=[あいうえお])", "ん'", kana.replace("ぢ", "じ"))
     hepburn = jaconv.kana2alphabet(kana).replace("cch", "tch")
     return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", hepburn))
 

@@ -498,7 +498,29 @@ def _ja_prefecture(gaz: Gazetteer, name: str) -> str | None:
 
 
 def _by_romaji(text: str) -> Area:
-    return _romaji_read(text)[0]
+    return _romaji_place(text)[0]
+
+
+def _romaji_place(text: str) -> tuple[Area, str]:
+    """Return the place a romaji query names and what of it was not read.
+
+    The leading parts before the municipality are read as its 町丁目 by the town's reading
+    ("Sangenjaya 2-chome, Setagaya"); a town of several 丁目 named without one asks which.
+    """
+    area, skipped = _romaji_read(text)
+    if not skipped:
+        return area, ""
+    found = addresses.find_romaji(_street_codes(gazetteer(), area), skipped)
+    if len(found.streets) == 1:
+        return _street_area(found.streets[0], text, found.rest), ""
+    if found.streets:
+        choices = [_street_area(street, text, found.rest) for street in found.streets]
+        message = N_(
+            '"%(query)s" fits %(num)d 町丁目 (or 大字): choose one, or add its 丁目 or the '
+            "prefecture."
+        )
+        raise PlaceAmbiguous(text, choices, [(message, {"query": text, "num": len(choices)})])
+    return area, skipped
 
 
 UNREAD = N_(
@@ -529,7 +551,7 @@ def unread(query: str) -> str:
     ):
         return ""
     try:
-        return _romaji_read(text)[1]
+        return _romaji_place(text)[1]
     except (PlaceNotFound, PlaceAmbiguous):
         return ""
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..place.addresses import street_en
 from ..place.area import Area
 from .headline import Headline, band, headline
 
@@ -628,9 +629,10 @@ def narrative(
     place = f"In {area.name_romaji}, {area.prefecture_romaji}"
     if chome_only(area):
         matched = (area.address or {}).get("matched", "")
+        street = matched.removeprefix(area.prefecture_ja + area.name_ja)
         place = (
             f"Within {round(area.radius_m)} m of the representative point of the 町丁目"
-            f" {matched} ({area.name_romaji}, {area.prefecture_romaji}),"
+            f" {street_en(area.code5, street)}, {area.name_romaji}, {area.prefecture_romaji},"
         )
     if around:
         place = f"At the spot near {area.name_romaji}, {area.prefecture_romaji},"
