@@ -124,6 +124,9 @@ def test_a_chome_typed_without_its_municipality_offers_the_municipalities_that_h
     with pytest.raises(PlaceNotFound) as info:
         resolve_place("本町")
     assert "names a 町丁目 (or 大字) in 299 municipalities" in str(info.value)
+    with pytest.raises(PlaceNotFound) as info:  # in romaji too
+        resolve_place("Honcho 1-chome")
+    assert "names a 町丁目 (or 大字) in 120 municipalities" in str(info.value)
     with pytest.raises(PlaceAmbiguous) as info:  # the prefecture narrows it to one
         resolve_place("東京都丸の内")
     assert {area.code5 for area in info.value.choices} == {"13101"}
@@ -137,6 +140,7 @@ def test_a_chome_typed_without_its_municipality_offers_the_municipalities_that_h
         ("1-9-1 Marunouchi, Chiyoda-ku, Tokyo", "東京都千代田区丸の内一丁目", "9-1"),
         ("Marunouchi 1-chome 9-1, Chiyoda", "東京都千代田区丸の内一丁目", "9-1"),
         ("Umeda 1-chōme, Kita-ku, Osaka", "大阪府大阪市北区梅田一丁目", ""),
+        ("Sangenjaya 2-1-1", "東京都世田谷区三軒茶屋二丁目", "1-1"),  # the town alone
     ],
 )
 def test_a_street_in_romaji_is_placed_by_its_town_s_reading(typed, matched, banchi) -> None:

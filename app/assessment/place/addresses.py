@@ -172,14 +172,13 @@ def find_romaji(codes: list[str], text: str) -> Found:
     entries = [entry for code5 in codes for entry in _by_romaji(code5).get(key, ())]
     if not key or not entries:
         return Found(())
-    if all(entry.chome is None for entry in entries):  # no 丁目: the numbers are the 番地
-        return Found(tuple(entry.street for entry in entries), "-".join(numbers))
-    chome = int(marked[1]) if marked else int(numbers.pop(0)) if numbers else None
-    if chome is None:  # a town of several 丁目, none typed: each is a choice
+    if not marked and not numbers:  # a town of several 丁目, none typed: each is a choice
         return Found(tuple(entry.street for entry in entries))
-    return Found(
-        tuple(entry.street for entry in entries if entry.chome == chome), "-".join(numbers)
-    )
+    chome = int(marked[1]) if marked else int(numbers[0])
+    if fits := [entry.street for entry in entries if entry.chome == chome]:
+        return Found(tuple(fits), "-".join(numbers if marked else numbers[1:]))
+    # Towns without 丁目: the numbers are the 番地.
+    return Found(tuple(e.street for e in entries if e.chome is None), "-".join(numbers))
 
 
 def romaji_of(code5: str, name: str) -> str:
@@ -210,7 +209,10 @@ def town_index(members: dict[str, str]) -> dict[str, str]:
     units: dict[str, set[str]] = {}
     for code5, text in members.items():
         for line in text.splitlines():
-            units.setdefault(base_of(line.split("\t", 1)[0])[0], set()).add(code5)
+            name, *_, reading = line.split("\t")
+            units.setdefault(base_of(name)[0], set()).add(code5)
+            if reading:  # and by its romaji key, for a street typed in romaji alone
+                units.setdefault(romaji_key(romanise(reading)), set()).add(code5)
     index: dict[str, list[str]] = {}
     for base in sorted(units):
         index.setdefault(_town_member(base), []).append(f"{base}\t{' '.join(sorted(units[base]))}")
@@ -219,6 +221,25 @@ def town_index(members: dict[str, str]) -> dict[str, str]:
 
 def _town_member(base: str) -> str:
     return f"towns/{ord(base[:1] or ' '):x}.tsv"
+
+
+def units_with_romaji(text: str) -> list[str]:
+    """Return the municipalities having a 町丁目 whose reading is what romaji text names
+    ("Sangenjaya 2-chome": its numbers and "chome" aside), [] when none has."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if c.isascii()).lower()
+    key = romaji_key(re.sub(r"\d+|\bcho+me\b", " ", plain))
+    if len(key) < 2:  # punctuation, or a letter: no name
+        return []
+    try:
+        lines = _read(_town_member(key)).decode("utf-8").splitlines()
+    except KeyError:
+        return []
+    return next((codes.split() for base, codes in map(_split_tab, lines) if base == key), [])
+
+
+def _split_tab(line: str) -> tuple[str, str]:
+    base, codes = line.split("\t")
+    return base, codes
 
 
 def units_with_town(text: str) -> list[str]:

@@ -264,13 +264,12 @@ def _by_postal_code(text: str, match: re.Match[str]) -> Area:
         # The postal code picks among the names' choices: 〒183-0000 府中市 is Tokyo's.
         if len(picked := [area for area in exc.choices if area.code5 in codes]) == 1:
             return picked[0]
+        if street := _street_in(sorted(codes), rest, text):
+            return street
         raise
     except PlaceNotFound:
         if covered:  # a street after the code: 〒430-0946 元城町1-2
-            found = addresses.find(sorted(codes), rest)
-            if len(found.streets) == 1:
-                return _street_area(found.streets[0], text, found.rest)
-            return _by_covered(number, covered)
+            return _street_in(sorted(codes), rest, text) or _by_covered(number, covered)
         raise
     if not covered or area.code5 in codes:
         return area
@@ -288,6 +287,14 @@ def _by_postal_code(text: str, match: re.Match[str]) -> Area:
         "named": area.name_ja,
     }
     raise PlaceAmbiguous(text, [area, *covered], [(message, words)])
+
+
+def _street_in(codes: list[str], rest: str, text: str) -> Area | None:
+    """Return the one 町丁目 the rest of a text names in these units (kanji or romaji)."""
+    found = addresses.find(codes, rest)
+    if not found.streets and is_romaji(rest):
+        found = addresses.find_romaji(codes, rest)
+    return _street_area(found.streets[0], text, found.rest) if len(found.streets) == 1 else None
 
 
 def _by_covered(number: int, covered: list[Area]) -> Area:
@@ -377,15 +384,14 @@ def _by_japanese(text: str) -> Area:
 def _by_town(text: str, units: list[Area], tail: int) -> Area:
     """Place a 町丁目 typed without its municipality, or say which of its units it is in."""
     if len(units) > addresses.MAX_CANDIDATES:
-        raise PlaceNotFound(
-            N_(
-                '"%(query)s" names a 町丁目 (or 大字) in %(num)d municipalities: add its '
-                "municipality, as in 東京都世田谷区三軒茶屋."
-            ),
-            query=text,
-            num=len(units),
-        )
+        raise PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
     return _by_street(text, units, _street_part(text, tail) or text)
+
+
+TOO_MANY_TOWNS = N_(
+    '"%(query)s" names a 町丁目 (or 大字) in %(num)d municipalities: add its municipality, as'
+    " in 東京都世田谷区三軒茶屋."
+)
 
 
 def _street_part(text: str, tail: int) -> str:
@@ -426,6 +432,11 @@ def _wards(code5: str) -> list[str]:
     ]
 
 
+STREETS = N_(
+    '"%(query)s" fits %(num)d 町丁目 (or 大字): choose one, or add its 丁目 or the prefecture.'
+)
+
+
 def _by_street(text: str, areas: list[Area], street: str) -> Area:
     """Place an address at its 町丁目's point, or say which 町丁目 it could be."""
     gaz = gazetteer()
@@ -451,11 +462,7 @@ def _by_street(text: str, areas: list[Area], street: str) -> Area:
     if hits:  # each offered with the 番地 typed after it
         rests = {street: f.rest for f in found for street in f.streets}
         choices = [_street_area(hit, text, rests[hit]) for hit in hits]
-        message = N_(
-            '"%(query)s" fits %(num)d 町丁目 (or 大字): choose one, or add its 丁目 or the '
-            "prefecture."
-        )
-        raise PlaceAmbiguous(text, choices, [(message, {"query": text, "num": len(hits)})])
+        raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(hits)})])
     if len({area.code5 for area in areas}) > 1:
         return _one(text, areas)  # which municipality, first
     area, codes = searched[0]
@@ -515,11 +522,7 @@ def _romaji_place(text: str) -> tuple[Area, str]:
         return _street_area(found.streets[0], text, found.rest), ""
     if found.streets:
         choices = [_street_area(street, text, found.rest) for street in found.streets]
-        message = N_(
-            '"%(query)s" fits %(num)d 町丁目 (or 大字): choose one, or add its 丁目 or the '
-            "prefecture."
-        )
-        raise PlaceAmbiguous(text, choices, [(message, {"query": text, "num": len(choices)})])
+        raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
     return area, skipped
 
 
@@ -588,12 +591,28 @@ def _romaji_read(text: str) -> tuple[Area, str]:
             raise _prefecture_given(gaz, gaz.prefectures[gaz.romaji_pref[key]])
         if areas := _romaji_in_prefecture(gaz, key):
             return _one(text, areas), skipped
+    if units := [gaz.by_code5[c] for c in addresses.units_with_romaji(text) if c in gaz.by_code5]:
+        return _romaji_town(text, units), ""  # a 町丁目 alone: "Sangenjaya 2-chome"
     key = romaji_key(text)
     raise PlaceNotFound(
         N_('No municipality matches "%(query)s".'),
         _suggest(key.removesuffix("japan") or key, (gaz.romaji_full, gaz.romaji_base)),
         query=text,
     )
+
+
+def _romaji_town(text: str, units: list[Area]) -> Area:
+    """Place a 町丁目 typed in romaji without its municipality, or offer where it is."""
+    if len(units) > addresses.MAX_CANDIDATES:
+        raise PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
+    codes = [code5 for unit in units for code5 in _street_codes(gazetteer(), unit)]
+    found = addresses.find_romaji(codes, text)
+    if len(found.streets) == 1:
+        return _street_area(found.streets[0], text, found.rest)
+    if found.streets:
+        choices = [_street_area(street, text, found.rest) for street in found.streets]
+        raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
+    raise PlaceAmbiguous(text, units)  # its 丁目 is none of theirs: which municipality
 
 
 def _romaji_in_prefecture(gaz: Gazetteer, key: str) -> list[Area]:
