@@ -10,9 +10,9 @@ files are read with ``git show``):
     .venv/bin/python scripts/build_addresses.py /path/to/japanese-addresses.git [--commit SHA]
 
 What it writes: one zip member per current municipality or ward (``{code5}.tsv``), each
-line ``name<TAB>lat<TAB>lon<TAB>extent_m<TAB>reading``; the town index (``towns/{hex}.tsv``,
-from those: per first character of a 町丁目's name, the municipalities that have it, so a
-町丁目 typed without its municipality is found); and ``index.json`` (the provenance: source,
+line ``name<TAB>lat<TAB>lon<TAB>extent_m<TAB>reading``; the town index (``towns/NN.tsv``,
+from those: by first character of a 町丁目's name or romaji key, the municipalities that
+have it, so a 町丁目 typed without its municipality is found); and ``index.json`` (the provenance: source,
 licence, credit, commit and its date, which is the snapshot's date; the units whose
 町丁目 were moved by a change; the source's units no current unit matched). ``--derived``
 writes the readings and the town index again into the archive as it is (no source needed).

@@ -202,8 +202,9 @@ def base_of(name: str) -> tuple[str, int | None]:
 def town_index(members: dict[str, str]) -> dict[str, str]:
     """Return the archive's town index from its {code5: tsv text} members.
 
-    One member per first character of a 町丁目's base key (base_of), its lines
-    "base<TAB>code5 code5 ...", sorted: the municipalities that have a 町丁目 of that name.
+    One member per group of first characters of a 町丁目's base key (base_of) or its
+    romaji key, its lines "key<TAB>code5 code5 ...", sorted: the municipalities that have a
+    町丁目 of that name or reading.
     scripts/build_addresses.py writes it into the archive beside the streets.
     """
     units: dict[str, set[str]] = {}
@@ -219,8 +220,11 @@ def town_index(members: dict[str, str]) -> dict[str, str]:
     return {name: "\n".join(lines) + "\n" for name, lines in index.items()}
 
 
+TOWN_MEMBERS = 64  # the index's members, by first character: few, so the archive opens fast
+
+
 def _town_member(base: str) -> str:
-    return f"towns/{ord(base[:1] or ' '):x}.tsv"
+    return f"towns/{ord(base[:1] or ' ') % TOWN_MEMBERS:02d}.tsv"
 
 
 def units_with_romaji(text: str) -> list[str]:
