@@ -188,3 +188,43 @@ def test_an_address_report_and_the_history_fit_a_phone(browser, live):
     check_a11y(page)
     shot(page, "history-spots-ja-phone")
     assert violations == []
+
+
+# What a newcomer types, and what the preview must name before a point is spent (issue 47):
+# the text typed, the words the preview must hold in English and in Japanese.
+TYPED = [
+    ("三軒茶屋", "Several places have this name", "同じ名前の場所が複数あります"),
+    ("Sangenjaya 2-chome, Setagaya", "Sangenjaya 2-chome (三軒茶屋二丁目)", "三軒茶屋二丁目"),
+    ("https://www.google.com/maps/@35.6812,139.7671,15z", "A circle of 500 m", "半径500m"),
+    ("Minato", "Several places have this name", "同じ名前の場所が複数あります"),
+]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_places_as_newcomers_type_them_are_named_before_a_point_is_spent(browser, live, size, lang):
+    server = live()
+    page = browser.new_page(viewport=size)
+    violations = watch_csp(page)
+    sign_up(page, server, f"places-{lang}{size['width']}@example.com")
+    if lang == "ja":
+        to_japanese(page, server)
+    page.goto(server.url + "/assessments/new")
+    for typed, en, ja in TYPED:
+        page.locator("#query").fill(typed)
+        said = en if lang == "en" else ja
+        page.wait_for_function(
+            "said => document.querySelector('#place-preview').innerText.includes(said)", arg=said
+        )
+        assert not page.locator("#place-preview [data-unread]").count(), typed
+    check_a11y(page)
+    # A 町丁目 alone offers it where it is, free; a choice fills the form with it.
+    page.locator("#query").fill("三軒茶屋")
+    page.locator("button.button[type=submit]").click()
+    choices = page.locator(".choice-list a")
+    assert choices.count() == 2 and "三軒茶屋二丁目" in choices.nth(1).inner_text()
+    choices.nth(1).click()
+    page.wait_for_selector("#place-preview strong")
+    assert "三軒茶屋二丁目" in page.locator("#place-preview strong").inner_text()
+    shot(page, f"form-chome-alone-{lang}-{size['width']}")
+    assert violations == []
