@@ -326,3 +326,20 @@ def test_the_preview_asks_which_minato(make_app, lang, said):
         "/assessments/place", query_string={"query": "Minato"}, headers={"Accept-Language": lang}
     ).get_data(as_text=True)
     assert said in html and "data-place-code" not in html
+
+
+def test_an_english_report_prints_no_raw_address_and_no_kana_its_sources_listed(make_app, sql):
+    # Tokyo's tsunami data cover its islands only: the report said so with the catalogue's
+    # raw URLs inline, beside a kana reading and the spot's mesh code.
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=0.2)
+    job_id = job_id_from(actions.submit("東京都世田谷区三軒茶屋2-1-1", "en"))
+    assert app.extensions["runner"].wait(15)
+    page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
+    report = page[page.index('class="report"') : page.index("<footer")]
+    text = re.sub(r"<[^>]+>", " ", report)  # what is read, not the links' addresses
+    assert not re.search(r"https?://", text), re.findall(r".{60}https?://\S*", text)
+    assert not re.search("[ぁ-ん]{2}", text), re.findall(r".{30}[ぁ-ん]{2}.{10}", text)
+    assert "Sangenjaya 2-chome (三軒茶屋二丁目), Setagaya-ku, Tokyo" in text
+    assert "covers its islands only" in text  # the reason, as before
+    assert 'href="https://disaportal.gsi.go.jp/hazardmap/copyright/csv/tsunami.csv"' in page
+    assert "coverage of the tsunami data (read 2026-10-06)" in text

@@ -8,7 +8,7 @@ the statutory disclaimer, and the landslide data's conditions for the place's pr
 from typing import Any
 
 from ..place import outlines
-from ..sources import terms
+from ..sources import coverage, terms
 
 DISCLAIMER_JA = (
     "この報告書は、公開データを加工して作成した参考資料です。市町村が作成・公表する法定の"
@@ -31,6 +31,9 @@ JSHIS_GROUND_REFERENCE = (
     "若松加寿江・松岡昌志 (2013) 全国統一基準による地形・地盤分類250mメッシュマップの構築と"
     "その利用, 地震工学会誌 No.18; 防災科学技術研究所 J-SHIS 表層地盤モデル"
 )
+
+
+COVERAGE_NAMES = {"flood": ("洪水", "flood"), "tsunami": ("津波", "tsunami")}
 
 
 def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
@@ -123,6 +126,22 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
             "credit_en": "The portal's tiles are served by GSI (disaportaldata.gsi.go.jp)",
         }
     )
+    # What the report says is not published here (or only partly) comes from the portal's
+    # catalogue and lists: each page read, with its date, among the sources.
+    for said in coverage.sources_for(area):
+        ja = "・".join(COVERAGE_NAMES.get(key, (key, key))[0] for key in said["layers"].split(","))
+        en = ", ".join(COVERAGE_NAMES.get(key, (key, key))[1] for key in said["layers"].split(","))
+        for url in said["source"].split(" ; "):
+            services.append(
+                {
+                    "service_ja": "ハザードマップポータルサイト：公開範囲",
+                    "service_en": "Hazard Map Portal Site: what is published where",
+                    "url": url,
+                    "real": True,
+                    "credit_ja": f"{ja}の公開範囲（{said['date']}に確認）",
+                    "credit_en": f"coverage of the {en} data (read {said['date']})",
+                }
+            )
     row = terms.conditions(area)
     touched = []
     if any(name in LANDSLIDE_DATASETS for name in sources):

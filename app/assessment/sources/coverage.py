@@ -40,9 +40,23 @@ def unread(layer: str, area: Any) -> tuple[str, str, str]:
     code5 = str(area.code)[:5]
     for row in rows_for(layer, area):
         if row["published"] == "no" or (row["published"] == "islands" and code5 < row["scope"]):
-            where = f" (source: {row['source']}, read {row['retrieved']})"
-            return "not_published", row["reason_en"] + where, row["reason_ja"]
+            # Its source and date go to the report's sources (sources_for), not inline.
+            return "not_published", row["reason_en"], row["reason_ja"]
     return "", "", ""
+
+
+def sources_for(area: Any) -> list[dict[str, str]]:
+    """Return the coverage table's sources of what a report says about coverage here:
+    [{"layers", "source", "date"}] for each source a not-published or partly-published
+    layer of the area's prefecture was read from."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for row in table():
+        if row["pref_code"] in (str(area.code)[:2], "*") and row["published"] != "yes":
+            found.setdefault((row["source"], row["retrieved"]), []).append(row["layer"])
+    return [
+        {"layers": ",".join(dict.fromkeys(layers)), "source": source, "date": date}
+        for (source, date), layers in found.items()
+    ]
 
 
 def notes(layer: str, area: Any) -> list[dict[str, str]]:

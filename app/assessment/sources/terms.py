@@ -94,7 +94,8 @@ def omitted(layer: str, area: Any) -> str:
         return ""
     row = conditions(area)
     if row.get("commercial_use") == "forbidden":
-        return f"{row['prefecture']}: {row['conditions_en']}. Source: {row['source']}."
+        # Its source is printed with the terms under the report's sources, not inline.
+        return f"{row['prefecture']}: {row['conditions_en']}."
     return ""
 
 
