@@ -207,28 +207,6 @@ def test_the_journey_in_japanese(page, live):
     shot(page, "report-ja")
 
 
-def test_a_second_tab_is_told_about_the_running_job_then_starts_in_one_click(page, live):
-    server = live(ASSESSMENT_WORK_SECONDS="6")
-    sign_up(page, server, "tabs@example.com")
-    start_job(page, server, "Osaka")
-    job_url = page.url
-
-    second = page.context.new_page()
-    submit(second, server, "Kyoto")
-    notice = second.locator("#in-flight")
-    said = notice.inner_text()
-    assert "An assessment is already running." in said and "Osaka" in said, said
-    check_a11y(second)
-    assert second.locator("#in-flight a").get_attribute("href") == job_url.removeprefix(server.url)
-    # The first ends: the notice says so by itself, and what was typed is one click away.
-    second.wait_for_selector('#in-flight[data-status="succeeded"]', timeout=30_000)
-    assert "You can start the one below now." in notice.inner_text()
-    assert second.get_by_label("Place").input_value() == "Kyoto"
-    second.get_by_role("button", name=re.compile("Start assessment")).click()
-    second.wait_for_url(JOB_PAGE)
-    assert second.url != job_url
-
-
 def test_a_killed_worker_shows_checking_then_refunded(page, live):
     # The worker dies right after charging the point; the page finds out by itself.
     server = live(

@@ -228,3 +228,46 @@ def test_places_as_newcomers_type_them_are_named_before_a_point_is_spent(browser
     assert "三軒茶屋二丁目" in page.locator("#place-preview strong").inner_text()
     shot(page, f"form-chome-alone-{lang}-{size['width']}")
     assert violations == []
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_second_home_waits_named_then_starts_in_one_click(browser, live, size, lang):
+    # Two homes took a minute: the second tab's submit was refused with a bare "already
+    # running", and nothing said when the first had ended.
+    server = live(ASSESSMENT_WORK_SECONDS="6")
+    context = browser.new_context(viewport=size)  # two tabs, one session
+    page = context.new_page()
+    violations = watch_csp(page)
+    sign_up(page, server, f"homes-{lang}{size['width']}@example.com")
+    if lang == "ja":
+        to_japanese(page, server)
+    start = page.locator("form[novalidate] button[type=submit]")
+    page.goto(server.url + "/assessments/new")
+    page.locator("#query").fill("Osaka")
+    start.click()
+    page.wait_for_url(JOB_PAGE)
+    job_path = page.url.removeprefix(server.url)
+
+    second = context.new_page()
+    violations_second = watch_csp(second)
+    second.goto(server.url + "/assessments/new")
+    second.locator("#query").fill("Kyoto")
+    second.locator("form[novalidate] button[type=submit]").click()
+    notice = second.locator("#in-flight")
+    said = notice.inner_text()
+    running = {"en": "An assessment is already running.", "ja": "実行中の評価がすでにあります。"}
+    assert running[lang] in said and ("Osaka" if lang == "en" else "大阪") in said, said
+    assert second.locator("#in-flight a").get_attribute("href") == job_path
+    check_a11y(second)
+    # The first ends: the notice says so by itself; what was typed is one click away.
+    second.wait_for_selector('#in-flight[data-status="succeeded"]', timeout=30_000)
+    ended = "You can start the one below now." if lang == "en" else "下の評価を今すぐ開始できます。"
+    assert ended in notice.inner_text()
+    assert second.locator("#query").input_value() == "Kyoto"
+    shot(second, f"form-second-home-{lang}-{size['width']}")
+    second.locator("form[novalidate] button[type=submit]").click()
+    second.wait_for_url(JOB_PAGE)
+    assert second.url.removeprefix(server.url) != job_path
+    assert violations == violations_second == []
+    context.close()
