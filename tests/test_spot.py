@@ -10,6 +10,7 @@ pictures (tests/recorded/README.md).
 import base64
 import io
 import math
+import re
 
 import mercantile
 import numpy as np
@@ -420,3 +421,39 @@ def test_the_report_page_and_json_carry_the_spot(make_app, stand) -> None:
     assert latin_words(head) == [] and latin_words(zones_part) == []
     english = client.get(f"/assessments/{job_id}?lang=en").get_data(as_text=True)
     assert "about 110 m north-east" in english and "At the spot" in english
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_the_water_maps_a_broker_shows_are_each_said_never_an_unread_one_as_none(app, lang):
+    from flask import render_template
+
+    area = resolve_place(f"{SPOT[0]}, {SPOT[1]}")
+    said = {}
+    for state in ("zones", "no_zone", "not_published"):
+        rows = [
+            {"key": layer.key, "index": 0.5 if layer.key == "flood" else 0.1, "numbers": {},
+             "legend": legend_of(layer.key),
+             **({"state": state} if layer.key == "flood" and state != "zones" else {}),
+             **({"worst": "3-5", "at_point": {"key": "0.5-3", "en": "0.5-3 m", "ja": "0.5〜3m"}}
+                if layer.key == "flood" and state == "zones" else {})}
+            for layer in LAYERS
+        ]  # fmt: skip
+        report = {"area": area.to_dict(), "lang": lang, "provider": "demo",
+                  "generated_at": "2026-12-01T00:00:00+00:00",
+                  **describe(area, lang, rows, spot=True)}  # fmt: skip
+        with app.test_request_context():
+            html = render_template("partials/_report.html", report=report)
+        block = html[html.index("data-jusetsu") :]
+        block = block[: block.index("</section>")]
+        maps = dict(re.findall(r'data-jusetsu-map="(\w+)" data-state="(\w+)"', block))
+        assert maps == {"flood": state, "inland": "not_read", "storm_surge": "not_read"}
+        said[state] = re.sub(r"<[^>]+>", "", block)
+    ja = lang == "ja"
+    assert ("この地点：0.5〜3m" if ja else "at the spot: 0.5-3 m") in said["zones"]
+    assert (
+        "半径500mの円内に浸水想定区域はありません" if ja else "no inundation zone within 500 m"
+    ) in said["no_zone"]
+    asked = "お問い合わせください" if ja else f"ask {area.name_romaji}, {area.prefecture_romaji}."
+    assert asked in said["not_published"]
+    # Inland flooding and storm surge are not read: said so, never as "no zone".
+    assert ("読み取っていません" if ja else "not read by this report") in said["zones"]
