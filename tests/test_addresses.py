@@ -28,9 +28,6 @@ TABLE = [
     ("100-0005 千代田区丸の内1丁目9-1", "東京都千代田区丸の内一丁目", "9-1"),
     ("千代田区丸の内一丁目九番一号", "東京都千代田区丸の内一丁目", "九番一号"),
     ("東京都千代田区霞ケ関1-1", "東京都千代田区霞が関一丁目", "1"),
-    # A 町丁目 typed without its municipality, where one municipality has it.
-    ("三軒茶屋2-1-1", "東京都世田谷区三軒茶屋二丁目", "1-1"),
-    ("東京都三軒茶屋二丁目", "東京都世田谷区三軒茶屋二丁目", ""),
     ("東京都千代田区霞ヶ関2丁目1", "東京都千代田区霞が関二丁目", "1"),
     ("東京都千代田区霞が関3-1-1", "東京都千代田区霞が関三丁目", "1-1"),
     ("東京都千代田区一番町10", "東京都千代田区一番町", "10"),
@@ -120,6 +117,29 @@ def test_a_chome_typed_without_its_municipality_offers_the_municipalities_that_h
     ]
     with pytest.raises(PlaceNotFound):  # Osaka has no 三軒茶屋
         resolve_place("大阪府三軒茶屋")
+    # Found alone, a 町丁目 is always a choice, even one, its 番地 kept: a station or a
+    # landmark may share a name with a town far away (三宮, Kobe's, is also 佐渡市's).
+    for typed, matched, banchi in [
+        ("三軒茶屋2-1-1", "東京都世田谷区三軒茶屋二丁目", "1-1"),
+        ("東京都三軒茶屋二丁目", "東京都世田谷区三軒茶屋二丁目", ""),
+        ("三軒茶屋二丁目 東京都", "東京都世田谷区三軒茶屋二丁目", ""),  # the prefecture after
+        ("Sangenjaya 2-1-1", "東京都世田谷区三軒茶屋二丁目", "1-1"),
+        ("Sangenjaya 2chōme", "東京都世田谷区三軒茶屋二丁目", ""),
+        ("三宮", "新潟県佐渡市三宮", ""),
+    ]:
+        with pytest.raises(PlaceAmbiguous) as info:
+            resolve_place(typed)
+        assert [(a.address["matched"], a.address["banchi"]) for a in info.value.choices] == [
+            (matched, banchi)
+        ], typed
+    # What follows a town's name must be its numbers: 名古屋駅 is no street of a 名古屋.
+    for typed in ("名古屋駅", "博多駅"):
+        with pytest.raises(PlaceNotFound, match="No municipality matches"):
+            resolve_place(typed)
+    # A 丁目 the town lacks says so and offers its 丁目, not the whole ward.
+    with pytest.raises(PlaceNotFound, match="No 町丁目") as info:
+        resolve_place("Sangenjaya 5-1")
+    assert len(info.value.suggestions) == 2
     # A name too many municipalities have asks for the municipality, with their number.
     with pytest.raises(PlaceNotFound) as info:
         resolve_place("本町")
@@ -140,7 +160,7 @@ def test_a_chome_typed_without_its_municipality_offers_the_municipalities_that_h
         ("1-9-1 Marunouchi, Chiyoda-ku, Tokyo", "東京都千代田区丸の内一丁目", "9-1"),
         ("Marunouchi 1-chome 9-1, Chiyoda", "東京都千代田区丸の内一丁目", "9-1"),
         ("Umeda 1-chōme, Kita-ku, Osaka", "大阪府大阪市北区梅田一丁目", ""),
-        ("Sangenjaya 2-1-1", "東京都世田谷区三軒茶屋二丁目", "1-1"),  # the town alone
+        ("Sangenjaya 2chome, Setagaya-ku", "東京都世田谷区三軒茶屋二丁目", ""),
     ],
 )
 def test_a_street_in_romaji_is_placed_by_its_town_s_reading(typed, matched, banchi) -> None:
@@ -160,6 +180,17 @@ def test_a_street_in_romaji_without_its_chome_offers_each_and_english_names_them
     with app.test_request_context(headers={"Accept-Language": "en"}):
         # Romaji from Japan Post's reading, long vowels folded as municipalities' are.
         assert place_label(choices[0]) == "Marunochi 1-chome (丸の内一丁目), Chiyoda-ku, Tokyo"
+
+
+def test_sapporo_s_jo_in_romaji_is_said_unread_not_read_wrong() -> None:
+    # Japan Post reads 北1条西 with its number (きた1じょうにし): typed numbers in romaji are
+    # the 丁目 and 番地, so such a town is not read in romaji (it offered 北1-5条西 with
+    # 番地 "1"); the street is said unread, before anything is charged.
+    from app.assessment.place.resolver import unread
+
+    typed = "Kita 1-jo Nishi 2-chome, Chuo-ku, Sapporo"
+    assert resolve_place(typed).code == "011011"
+    assert unread(typed) == "Kita 1-jo Nishi 2-chome"
 
 
 def test_the_town_index_is_the_one_the_streets_make():

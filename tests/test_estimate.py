@@ -91,3 +91,4 @@ def test_the_time_left_moves_from_the_typical_pace_to_the_job_s_own_without_a_ju
     assert left(1, 5, None) is None
     assert left(10, 25, None) == 30
     assert left(10, 100, 60.0) is None
+    assert left(61, 0, 60.0) is None  # no progress past the typical time: no figure

@@ -75,15 +75,16 @@ def seconds_left(elapsed: float, progress: int, typical: float | None) -> int | 
 
     The pace is the job's own progress over its seconds, with the typical job's pace
     counted as if a quarter of such a job had been seen too: before any progress the time
-    left is the typical time less the seconds so far, and the job's own pace takes over as
-    it goes, without a jump from one to the other ("about 2 min" then "about 5 s" eight
-    seconds later, as a rule that switched did). The page counts it on between polls the
-    same way (static/js/job-elapsed.js).
+    left is the typical time less the seconds so far (nothing once past it), and the job's
+    own pace takes over as it goes, gradually rather than by a switch of rule ("about 2
+    min" then "about 5 s" eight seconds later, as the rule that switched said). A job at the
+    typical pace is told the typical time less its seconds throughout. The page counts it
+    on between polls the same way (static/js/job-elapsed.js).
     """
     if not 0 <= progress < 100:
         return None
-    if typical and progress == 0:  # no pace of its own yet (setting out)
-        return max(1, math.floor(typical - elapsed + 0.5))
+    if typical and progress == 0:  # no pace of its own yet (setting out): none once past
+        return max(1, math.floor(typical - elapsed + 0.5)) if elapsed < typical else None
     if typical:
         seen = PRIOR_SHARE * typical
         pace = (progress + 100 * PRIOR_SHARE) / (elapsed + seen)

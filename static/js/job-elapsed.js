@@ -35,7 +35,9 @@
     var typical = Number(el.getAttribute("data-typical"));
     var progress = Number(el.getAttribute("data-progress"));
     if (!(progress >= 0 && progress < 100)) { return null; }
-    if (typical > 0 && progress === 0) { return Math.max(1, Math.floor(typical - elapsed + 0.5)); }
+    if (typical > 0 && progress === 0) {
+      return elapsed < typical ? Math.max(1, Math.floor(typical - elapsed + 0.5)) : null;
+    }
     var pace;
     if (typical > 0) {
       pace = (progress + 100 * PRIOR_SHARE) / (elapsed + PRIOR_SHARE * typical);

@@ -88,8 +88,12 @@ class Street:
 
     @property
     def romaji(self) -> str:
-        """Return the name in romaji, from its reading ("Sangenjaya 2-chome"), or ""."""
-        if not self.reading:
+        """Return the name in romaji, from its reading ("Sangenjaya 2-chome"), or "".
+
+        A reading with numbers in it (札幌's 北10条西, きた10じょうにし) has none: its numbers
+        are part of the name, where typed romaji puts the 丁目 and the 番地.
+        """
+        if not romanisable(self.reading):
             return ""
         chome = base_of(self.name)[1]
         name = romanise(self.reading).capitalize()
@@ -152,11 +156,23 @@ def streets(code5: str) -> tuple[_Entry, ...]:
 _ROMAJI_CHOME = re.compile(r"(\d+)\s*-?\s*cho+me\b")
 
 
+def romanisable(reading: str) -> bool:
+    """Tell whether a town's reading gives it a romaji name: kana only, no numbers."""
+    return bool(reading) and not re.search(r"[0-9]", reading)
+
+
+def _romaji_words(text: str) -> tuple[str, str]:
+    """Return (the plain lower-case ASCII of romaji text, the key of its name alone)."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if c.isascii()).lower()
+    name = re.sub(r"\d+|cho+me\b", " ", _ROMAJI_CHOME.sub(" ", plain))
+    return plain, romaji_key(name)
+
+
 @functools.lru_cache(maxsize=STREETS_KEPT)
 def _by_romaji(code5: str) -> dict[str, list[_Entry]]:
     index: dict[str, list[_Entry]] = {}
     for entry in streets(code5):
-        if entry.street.reading:
+        if romanisable(entry.street.reading):
             index.setdefault(romaji_key(romanise(entry.street.reading)), []).append(entry)
     return index
 
@@ -165,10 +181,9 @@ def find_romaji(codes: list[str], text: str) -> Found:
     """Find the 町丁目 that text in romaji names, by its reading: "Sangenjaya 2-chome",
     "Sangenjaya 2-1-1", "1-9-1 Marunouchi". The first number is the 丁目 (unless "chome"
     marks another) where the town has 丁目; the numbers left are the 番地, kept as typed."""
-    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if c.isascii()).lower()
+    plain, key = _romaji_words(text)
     marked = _ROMAJI_CHOME.search(plain)
     numbers = re.findall(r"\d+", _ROMAJI_CHOME.sub(" ", plain))
-    key = romaji_key(re.sub(r"\d+|\bcho+me\b", " ", plain))
     entries = [entry for code5 in codes for entry in _by_romaji(code5).get(key, ())]
     if not key or not entries:
         return Found(())
@@ -212,7 +227,7 @@ def town_index(members: dict[str, str]) -> dict[str, str]:
         for line in text.splitlines():
             name, *_, reading = line.split("\t")
             units.setdefault(base_of(name)[0], set()).add(code5)
-            if reading:  # and by its romaji key, for a street typed in romaji alone
+            if romanisable(reading):  # and by its romaji key, for one typed in romaji alone
                 units.setdefault(romaji_key(romanise(reading)), set()).add(code5)
     index: dict[str, list[str]] = {}
     for base in sorted(units):
@@ -230,8 +245,7 @@ def _town_member(base: str) -> str:
 def units_with_romaji(text: str) -> list[str]:
     """Return the municipalities having a 町丁目 whose reading is what romaji text names
     ("Sangenjaya 2-chome": its numbers and "chome" aside), [] when none has."""
-    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if c.isascii()).lower()
-    key = romaji_key(re.sub(r"\d+|\bcho+me\b", " ", plain))
+    key = _romaji_words(text)[1]
     if len(key) < 2:  # punctuation, or a letter: no name
         return []
     try:
@@ -255,7 +269,13 @@ def units_with_town(text: str) -> list[str]:
     except KeyError:
         return []
     found = [line.split("\t") for line in lines]
-    fits = [(base, codes) for base, codes in found if len(base) >= 2 and key.startswith(base)]
+    # What follows the name must be its 丁目 or 番地 (or nothing): 名古屋駅 is no street of
+    # a 名古屋 町丁目, nor 博多駅 of 博多.
+    fits = [
+        (base, codes)
+        for base, codes in found
+        if len(base) >= 2 and key.startswith(base) and re.match(r"(-?[0-9]|$)", key[len(base) :])
+    ]
     if not fits:
         return []
     return max(fits, key=lambda fit: len(fit[0]))[1].split()

@@ -352,7 +352,8 @@ def _by_japanese(text: str) -> Area:
     parts = PART_SEPARATOR.sub(" ", text).split()
     # The prefecture may follow the name: 伊達市（北海道）, 府中市 東京都.
     code2 = _ja_prefecture(gaz, parts[-1]) if len(parts) > 1 else None
-    key = ja_key("".join(parts[:-1] if code2 else parts))
+    named = " ".join(parts[:-1] if code2 else parts)  # the text but for a trailing prefecture
+    key = ja_key(named.replace(" ", ""))
     if areas := _exact(gaz, gaz.ja_full, gaz.ja_base, key, code2):
         return _one(text, areas)
     if pref := _ja_prefecture(gaz, key):
@@ -373,7 +374,7 @@ def _by_japanese(text: str) -> Area:
         gaz.by_code5[code5] for code5 in addresses.units_with_town(rest) if code5 in gaz.by_code5
     ]
     if units := _in_pref(towns, code2):
-        return _by_town(text, units, len(rest))
+        return _by_town(text, units, _street_part(named, len(rest)) or named)
     raise PlaceNotFound(
         N_('No municipality matches "%(query)s".'),
         _suggest(rest, (gaz.ja_full, gaz.ja_base), code2),
@@ -381,11 +382,19 @@ def _by_japanese(text: str) -> Area:
     )
 
 
-def _by_town(text: str, units: list[Area], tail: int) -> Area:
-    """Place a 町丁目 typed without its municipality, or say which of its units it is in."""
+def _by_town(text: str, units: list[Area], street: str) -> Area:
+    """Offer the 町丁目 typed without its municipality where it is: always as a choice,
+    even one (a station or landmark may share a name with a 町丁目 far away: 三宮)."""
     if len(units) > addresses.MAX_CANDIDATES:
         raise PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
-    return _by_street(text, units, _street_part(text, tail) or text)
+    return _asked(text, _by_street(text, units, street))
+
+
+def _asked(text: str, area: Area) -> Area:
+    """Raise a 町丁目 found without its municipality as a choice of one, to be confirmed."""
+    if area.address:
+        raise PlaceAmbiguous(text, [area], [(STREETS, {"query": text, "num": 1})])
+    return area
 
 
 TOO_MANY_TOWNS = N_(
@@ -520,10 +529,10 @@ def _romaji_place(text: str) -> tuple[Area, str]:
     found = addresses.find_romaji(_street_codes(gazetteer(), area), skipped)
     if len(found.streets) == 1:
         return _street_area(found.streets[0], text, found.rest), ""
-    if found.streets:
+    if 1 < len(found.streets) <= addresses.MAX_CANDIDATES:
         choices = [_street_area(street, text, found.rest) for street in found.streets]
         raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
-    return area, skipped
+    return area, skipped  # none, or too many to be what was meant: said unread
 
 
 UNREAD = N_(
@@ -536,9 +545,9 @@ UNREAD = N_(
 def unread(query: str) -> str:
     """Return the leading part of a query in romaji that no place was read from ("" if none).
 
-    "Sangenjaya 2-chome, Setagaya" is read as the whole of Setagaya-ku: its street is not
-    read (the address data has no romaji streets), so the preview says which part was not,
-    and the submit asks before a point is spent on the whole municipality.
+    "Sangenchaya 2-chome, Setagaya" is read as the whole of Setagaya-ku: no town's reading
+    fits its street (Sangenjaya's does), so the preview says which part was not read, and
+    the submit asks before a point is spent on the whole municipality.
     """
     text = unicodedata.normalize("NFKC", query).strip()
     digits = re.sub(r"[\s-]", "", text)
@@ -607,12 +616,17 @@ def _romaji_town(text: str, units: list[Area]) -> Area:
         raise PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
     codes = [code5 for unit in units for code5 in _street_codes(gazetteer(), unit)]
     found = addresses.find_romaji(codes, text)
-    if len(found.streets) == 1:
-        return _street_area(found.streets[0], text, found.rest)
-    if found.streets:
+    if 0 < len(found.streets) <= addresses.MAX_CANDIDATES:  # a choice, even one (_by_town)
         choices = [_street_area(street, text, found.rest) for street in found.streets]
         raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
-    raise PlaceAmbiguous(text, units)  # its 丁目 is none of theirs: which municipality
+    # Its 丁目 is none of theirs (Sangenjaya 5-1), or too many fit: the town's 丁目 to
+    # choose from, as for a 町丁目 a municipality lacks.
+    town = addresses.find_romaji(codes, re.sub(r"[0-9].*", "", text)).streets
+    raise PlaceNotFound(
+        N_('No 町丁目 (or 大字) fits "%(query)s": check its 丁目, or add its municipality.'),
+        [_street_area(street, text, "") for street in town[: addresses.MAX_CANDIDATES]],
+        query=text,
+    )
 
 
 def _romaji_in_prefecture(gaz: Gazetteer, key: str) -> list[Area]:
