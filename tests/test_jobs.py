@@ -106,6 +106,7 @@ def test_back_to_the_form_mid_job_names_the_running_job_and_a_409_reloads_as_the
     assert second.status_code == 409
     body = second.get_data(as_text=True)
     assert 'data-reload-as="/assessments/new?query=Osaka&amp;lang=en"' in body
+    assert 'data-place-code="271004"' in body  # what the kept form would assess: 大阪市
     assert "js/no-resend.js" in body
     # The notice names the running report and polls until it ends, then says so.
     notice = client.get(f"/assessments/{job_id}/in-flight").get_data(as_text=True)

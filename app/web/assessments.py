@@ -282,7 +282,9 @@ def _session_ended():
 
 
 def _form_error(form: AssessmentForm, status: int, message: str | None = None, **extra):
-    if "existing" in extra:  # the notice names the place it is about
+    # The notice names the place it is about; a form kept to be sent again (a job still
+    # running, the service busy) names the place it would assess, as while typing.
+    if "existing" in extra or status in (409, 503):
         extra["preview"] = resolver.preview(form.query.data or "")
     body = render_template(
         "assessments/new.html",
