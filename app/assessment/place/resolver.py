@@ -393,7 +393,7 @@ def _by_town(text: str, units: list[Area], street: str) -> Area:
 def _asked(text: str, area: Area) -> Area:
     """Raise a 町丁目 found without its municipality as a choice of one, to be confirmed."""
     if area.address:
-        raise PlaceAmbiguous(text, [area], [(STREETS, {"query": text, "num": 1})])
+        raise _streets_offered(text, [area])
     return area
 
 
@@ -446,6 +446,11 @@ STREETS = N_(
 )
 
 
+def _streets_offered(text: str, choices: list[Area]) -> PlaceAmbiguous:
+    """Return the question of which 町丁目 the text meant, the choices offered free."""
+    return PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
+
+
 def _by_street(text: str, areas: list[Area], street: str) -> Area:
     """Place an address at its 町丁目's point, or say which 町丁目 it could be."""
     gaz = gazetteer()
@@ -471,7 +476,7 @@ def _by_street(text: str, areas: list[Area], street: str) -> Area:
     if hits:  # each offered with the 番地 typed after it
         rests = {street: f.rest for f in found for street in f.streets}
         choices = [_street_area(hit, text, rests[hit]) for hit in hits]
-        raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(hits)})])
+        raise _streets_offered(text, choices)
     if len({area.code5 for area in areas}) > 1:
         return _one(text, areas)  # which municipality, first
     area, codes = searched[0]
@@ -531,7 +536,7 @@ def _romaji_place(text: str) -> tuple[Area, str]:
         return _street_area(found.streets[0], text, found.rest), ""
     if 1 < len(found.streets) <= addresses.MAX_CANDIDATES:
         choices = [_street_area(street, text, found.rest) for street in found.streets]
-        raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
+        raise _streets_offered(text, choices)
     return area, skipped  # none, or too many to be what was meant: said unread
 
 
@@ -618,7 +623,7 @@ def _romaji_town(text: str, units: list[Area]) -> Area:
     found = addresses.find_romaji(codes, text)
     if 0 < len(found.streets) <= addresses.MAX_CANDIDATES:  # a choice, even one (_by_town)
         choices = [_street_area(street, text, found.rest) for street in found.streets]
-        raise PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
+        raise _streets_offered(text, choices)
     # Its 丁目 is none of theirs (Sangenjaya 5-1), or too many fit: the town's 丁目 to
     # choose from, as for a 町丁目 a municipality lacks.
     town = addresses.find_romaji(codes, re.sub(r"[0-9].*", "", text)).streets
