@@ -333,10 +333,12 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
         "JSHIS_BASE_URL": upstream.url + "/jshis",
         "HAZARD_PORTAL_URL": upstream.url + "/portal",
     }
-    db.truncate()
-    server = Server(db.url, f"poll_computing-{variant}-{provider}", **env)
     if variant.endswith("+pool"):  # the pixel work in a pool of one process beside the worker
         env["ZONE_PROCESSES"] = "1"
+    if variant.endswith("+thread"):  # the report's work in the job's thread, not its process
+        env["WORK_PROCESS"] = "off"
+    db.truncate()
+    server = Server(db.url, f"poll_computing-{variant}-{provider}", **env)
     if variant.startswith("before"):  # the code before: an export of the base revision
         server.cwd = _checkout(variant.partition(":")[2])
         server.env["PYTHONPATH"] = str(server.cwd)
