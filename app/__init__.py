@@ -151,6 +151,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         (*ZONES, BASEMAP),
     )
 
+    if _work_process(app):
+        from .assessment import hosted
+        from .assessment.errors import Stopped
+        from .jobs.offload import Host
+
+        app.extensions["work_host"] = Host(
+            "app.assessment.hosted:setup", hosted.settings(app.config), Stopped
+        )
+
     from .web import (
         assessments,
         auth,
@@ -206,6 +215,25 @@ def _shared_layer_cache(app: Flask) -> bool:
     if setting not in ("auto", "on", "off"):
         raise ValueError(f"SHARED_LAYER_CACHE must be auto, on or off, not {setting!r}")
     return setting == "on" or (setting == "auto" and app.config["JOB_EXECUTOR"] == "procrastinate")
+
+
+def _work_process(app: Flask) -> bool:
+    """Run reports' work in a process beside the worker: on, off, or auto.
+
+    Auto: with more than one core, when this process's threads run the jobs and the
+    layer cache is this process's own (a queue worker serves no page; the shared cache
+    needs the database, which the work's process never touches).
+    """
+    setting = app.config["WORK_PROCESS"]
+    if setting not in ("auto", "on", "off"):
+        raise ValueError(f"WORK_PROCESS must be auto, on or off, not {setting!r}")
+    if setting == "auto":
+        return (
+            (os.cpu_count() or 1) > 1
+            and app.config["JOB_EXECUTOR"] == "thread"
+            and not _shared_layer_cache(app)
+        )
+    return setting == "on"
 
 
 _recheck_lock = threading.Lock()

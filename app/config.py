@@ -60,6 +60,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "PROVIDER_PROBE_SECONDS": (float, 3),
     "PROVIDER_RECHECK_SECONDS": (float, 300),
     "SHARED_LAYER_CACHE": (str, "auto"),
+    "WORK_PROCESS": (str, "auto"),
     # With real providers, an address is placed to its 番地 by GSI's address search.
     "GSI_ADDRESS_SEARCH_URL": (str, "https://msearch.gsi.go.jp/address-search/AddressSearch"),
     "REPORT_RETENTION_DAYS": (float, 30),

@@ -37,6 +37,9 @@ TEST_CONFIG = {
     "MAX_CONCURRENT_JOBS": 8,
     "LAYER_PROVIDER": "demo",
     "FAILPOINTS": "",
+    # In the job's thread: tests here put providers of their own in the app. The work's
+    # process is every live server's (tests/live.py), and test_offload's.
+    "WORK_PROCESS": "off",
 }
 
 

@@ -144,6 +144,11 @@ class ProviderError(Exception):
         self.dataset = dataset
         self.key = key
         self.reason = reason
+        self.detail = detail
+
+    def __reduce__(self) -> tuple:
+        # As built, so that it crosses to the job's thread from the work's process whole.
+        return type(self), (self.dataset, self.key, self.reason, self.detail)
 
 
 class UnreadableTiles(ProviderError):
@@ -151,6 +156,7 @@ class UnreadableTiles(ProviderError):
 
     def __init__(self, dataset: str, path: str, share: float, colours: Mapping[str, int]):
         seen = sorted(colours.items(), key=lambda item: -item[1])[:8]
+        self.seen = dict(seen)
         self.path = path
         self.share = share
         self.colours = [colour for colour, _ in seen]
@@ -159,6 +165,9 @@ class UnreadableTiles(ProviderError):
             f"legend does not have ({share:.0%} of the painted pixels): the layer cannot be read"
         )
         super().__init__(dataset, path, reason, "colours seen: " + ", ".join(self.colours))
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.dataset, self.path, self.share, self.seen)
 
 
 class ProviderFailure(Exception):

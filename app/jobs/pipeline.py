@@ -13,6 +13,7 @@ from ..assessment import (
     PlaceAmbiguous,
     ProviderError,
     Stopped,
+    hosted,
     place_address,
     resolve_place,
     run_assessment,
@@ -126,14 +127,21 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         lease.renewed(time.monotonic())
         failpoints.hit("after_consume")
         # Only now, with the point consumed, does the paid work begin.
-        result = run_assessment(
-            Area.from_dict(started.area),
-            started.lang,
-            provider=app.extensions["layer_provider"],
-            cache=app.extensions["layer_cache"],
-            progress=progress,
-            stop=stop,  # a reaped or shut-down job gives up even inside a fetch
-        )
+        if (host := app.extensions.get("work_host")) is not None:
+            # In the work's process: this thread keeps the job's life, the pages the GIL.
+            choice = app.extensions["provider_choice"]
+            serving = choice["setting"] if choice["explicit"] else choice["mode"]
+            job = hosted.payload(started.area, started.lang, serving)
+            result = host.run(str(job_id), job, progress, stop)
+        else:
+            result = run_assessment(
+                Area.from_dict(started.area),
+                started.lang,
+                provider=app.extensions["layer_provider"],
+                cache=app.extensions["layer_cache"],
+                progress=progress,
+                stop=stop,  # a reaped or shut-down job gives up even inside a fetch
+            )
         failpoints.hit("before_success")
         # Retried until it commits or the lease runs out; the conditional UPDATE makes a
         # retry of a commit that landed a no-op, and succeed() reads that as done.

@@ -205,6 +205,8 @@ class Runner:
         # The pixel pool's processes end with the jobs (a job still working a tile
         # finishes it in its own thread), before any exit hook would wait for them.
         pixels.shutdown()
+        if (host := self.app.extensions.get("work_host")) is not None:
+            host.shutdown()  # its jobs' threads raise Stopped, and are settled below
         if not live:
             return
         with self.app.app_context():
