@@ -203,20 +203,16 @@ def rq_submit():
 
 def _idle_place(place: str) -> None:
     """BENCH_IDLE_PLACE: jobs for that place wait until stopped, polled and computing nothing."""
-    from app.assessment.errors import Stopped
     from app.assessment.sources.providers import DATASETS
     from app.assessment.work import keys_for
 
+    from .idle import pause
+
     provider, area = app.extensions["layer_provider"], resolve_place(place)
-    idle, fetch = {k for ds in DATASETS for k in keys_for(area, ds, provider)}, provider.fetch
-
-    def wait_or_fetch(dataset, key, stop=None, **options):
-        if key not in idle:
-            return fetch(dataset, key, stop=stop, **options)
-        (stop or threading.Event()).wait(3600)
-        raise Stopped()
-
-    provider.fetch = wait_or_fetch
+    idle = {k for ds in DATASETS for k in keys_for(area, ds, provider)}
+    pause(provider, idle)  # the work in the job's thread
+    if (host := app.extensions.get("work_host")) is not None:  # the work in its process
+        host.setup, host.args = "bench.idle:setup", {**host.args, "BENCH_IDLE_KEYS": sorted(idle)}
 
 
 if os.environ.get("BENCH_IDLE_PLACE"):

@@ -225,6 +225,9 @@ async def _generate(
     latency = [(r.done - r.due) * 1e3 for r in ok]
     service = [(r.done - r.sent) * 1e3 for r in ok]
     lag = [(r.begun - r.due) * 1e3 for r in measured]
+    by_second: dict[int, list[float]] = {}
+    for r in ok:  # when in the run the slow answers were: a burst, or throughout
+        by_second.setdefault(int(r.due - start - warmup), []).append((r.done - r.due) * 1e3)
     return {
         "browsers": browsers,
         "interval_s": interval,
@@ -245,6 +248,7 @@ async def _generate(
         "max_ms": max(latency, default=float("nan")),
         "service_p50_ms": percentile(service, 50),
         "service_p99_ms": percentile(service, 99),
+        "p99_by_second_ms": [round(percentile(v, 99), 1) for _, v in sorted(by_second.items())],
         "generator_lag_p99_ms": percentile(lag, 99),
         "generator_lag_max_ms": max(lag, default=float("nan")),
         "new_connections": counts["connections"],

@@ -59,8 +59,15 @@ def cpu_seconds(pid: int) -> float:
 
 
 def tree(pid: int) -> list[int]:
-    """The process and its descendants (the pixel pool's forkserver and processes)."""
-    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    """The process and its descendants (the work's and the pixel pool's forkserver and
+    processes). Each thread's children: a process started from a job's thread is listed
+    under that thread, not under the main one."""
+    kids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            kids += (task / "children").read_text().split()
+        except OSError:  # the thread ended meanwhile
+            pass
     return [pid, *(p for kid in kids for p in tree(int(kid)))]
 
 
@@ -292,7 +299,7 @@ def details(r: dict) -> list[str]:
 
 
 KEPT = "p50_ms p99_ms errors generator_lag_p99_ms tree_cpu_s seconds rss_mib worker_rss_mib"
-KEPT = (*KEPT.split(), "reports", "failed", "wall_s", "stand_in_cpu_s")
+KEPT = (*KEPT.split(), "reports", "failed", "wall_s", "stand_in_cpu_s", "p99_by_second_ms")
 IDLE_PLACE = "26.2124, 127.6809"  # Naha: the sleeping jobs' place, far from every computed one
 CITIES = ("浜松市", "新潟市", "仙台市", "広島市", "北九州市", "高山市", "静岡市", "札幌市中央区")
 
@@ -304,7 +311,8 @@ def _checkout(rev: str) -> Path:
         path.mkdir(parents=True)
         archive = subprocess.run(["git", "-C", ROOT, "archive", rev], capture_output=True)
         subprocess.run(["tar", "-x", "-C", path], input=archive.stdout, check=True)
-        shutil.copy(ROOT / "bench" / "benchapp.py", path / "bench")
+        for name in ("benchapp.py", "idle.py"):
+            shutil.copy(ROOT / "bench" / name, path / "bench")
         for mo in ROOT.glob("translations/*/LC_MESSAGES/messages.mo"):
             shutil.copy(mo, path / mo.relative_to(ROOT))
     return path
