@@ -16,7 +16,11 @@ def start(pgdata: Path | None = None) -> str:
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import pgserver
 
-        server = pgserver.get_server(pgdata or ROOT / ".pgdata")
+        pgdata = pgdata or ROOT / ".pgdata"
+        # Made here, not by pgserver: two processes starting at once (two test workers) both
+        # found it missing and the second one's mkdir failed. Its initdb runs under a lock.
+        pgdata.mkdir(exist_ok=True)
+        server = pgserver.get_server(pgdata)
     url = server.get_uri()
     log.info("embedded PostgreSQL at %s", url)
     return url

@@ -4,7 +4,7 @@ A report's work holds the GIL for every step it takes in Python (each upstream c
 futures and caches, its pixels), and the status poll of every user waits behind it: eight
 reports on real tiles took the poll's p99 to seconds on a two-core machine. So the work
 runs in one process of its own (WORK_PROCESS, on by default where there is more than one
-core), on the CPU the pages leave (SCHED_IDLE), and the worker keeps only what is the job's
+core), at a lower priority (NICE), and the worker keeps only what is the job's
 life: its thread starts and charges the job, writes the progress the work sends, keeps the
 lease, honours a stop and finishes or fails the job on the ledger. The work's process has no
 database: all it can do is compute and answer.
@@ -39,7 +39,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-NICE = 10  # where SCHED_IDLE is not allowed: the work yields a core to the pages
+NICE = 10  # the work yields the CPU to the pages, which run at the worker's priority
 ATTEMPTS = 2  # a job's work is started at most this often when its process dies under it
 STOP_CHECK_SECONDS = 0.1
 
@@ -253,20 +253,17 @@ def serve(conn: Any, setup: str, args: Any) -> None:
 
 
 def yield_to_the_pages() -> None:
-    """Run this process, and every thread it starts, only on CPU the pages leave idle.
+    """Run this process, and every thread it starts, at a lower priority than the pages.
 
-    The scheduler weighs threads, not processes: a nice of 10 weighs a tenth of the
-    worker's threads, but a report runs a dozen threads, and 32 reports' hundreds together
-    outweighed the poll's thread (p99 0.9 s while 32 demo reports started). SCHED_IDLE
-    weighs each next to nothing; where it is not allowed, NICE.
+    A nice of 10: the scheduler weighs each of its threads a tenth of one of the worker's.
+    SCHED_IDLE, which weighs them next to nothing, was tried: on a machine kept busy by
+    anything else (the test suite's two workers) a report of one second was not done in
+    ten, and reports are paid for.
     """
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.nice(NICE)
-        except OSError:  # not allowed here either: the work runs at the worker's priority
-            pass
+        os.nice(NICE)
+    except OSError:  # not allowed here: the work runs at the worker's priority
+        pass
 
 
 def portable(exc: BaseException) -> BaseException:
