@@ -96,7 +96,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.before_request_funcs[None].remove(limiter._check_request_limit)
 
     from .assessment.sources.providers import choose_provider
-    from .caches.singleflight import SingleFlightCache
     from .jobs import housekeeping
     from .jobs.runner import Runner
 
@@ -121,12 +120,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         }
         app.before_request(app.extensions["provider_recheck"]["start"])
 
-    def caches(size_key: str, ttl_key: str, ttl_of: Any = None) -> object:
-        local = SingleFlightCache(
-            maxsize=app.config[size_key], ttl=app.config[ttl_key], ttl_of=ttl_of
-        )
-        if not _shared_layer_cache(app):
-            return local
+    from .assessment import hosted
+
+    def share(local: object, ttl_key: str) -> object:
         from .assessment.report.analysis import LAYERS
         from .caches.sharedflight import SharedSingleFlightCache
 
@@ -138,21 +134,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             connections=app.config["MAX_CONCURRENT_JOBS"] * len(LAYERS),
         )
 
-    from .assessment.sources.basemap import DATASET as BASEMAP
-    from .assessment.sources.portal import tile_ttl
-    from .assessment.sources.providers import ZONES
-    from .caches.routed import RoutedCache
-
-    # Tiles (id/z/x/y) live long: the portal's zones change a few times a year, and the
-    # base map under them (GSI's pale map) hardly more.
-    app.extensions["layer_cache"] = RoutedCache(
-        caches("LAYER_CACHE_SIZE", "LAYER_CACHE_TTL_SECONDS"),
-        caches("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS", tile_ttl),
-        (*ZONES, BASEMAP),
+    app.extensions["layer_cache"] = hosted.layer_cache(
+        app.config, share if _shared_layer_cache(app) else None
     )
 
     if _work_process(app):
-        from .assessment import hosted
         from .assessment.errors import Stopped
         from .jobs.offload import Host
 

@@ -25,25 +25,37 @@ def payload(area: dict[str, Any], lang: str, provider: str) -> dict[str, Any]:
     return {"area": area, "lang": lang, "provider": provider}
 
 
-def setup(config: Mapping[str, Any]) -> Callable[..., dict[str, Any]]:
-    """Return the work: (payload, progress, stop) -> the report, as run_assessment's."""
+def layer_cache(config: Mapping[str, Any], share: Callable[..., Any] | None = None) -> Any:
+    """Return the layer cache: layers by key, tiles (id/z/x/y) by theirs with tile_ttl.
+
+    Tiles live long: the portal's zones change a few times a year, and the base map under
+    them (GSI's pale map) hardly more. share(local, ttl_key), when given, wraps each local
+    cache (the worker's SharedSingleFlightCache when instances share their fetches).
+    """
     from ..caches.routed import RoutedCache
     from ..caches.singleflight import SingleFlightCache
-    from .place.area import Area
     from .sources.basemap import DATASET as BASEMAP
     from .sources.portal import tile_ttl
-    from .sources.providers import ZONES, make_provider
-    from .work import run_assessment
+    from .sources.providers import ZONES
 
-    cache = RoutedCache(
-        SingleFlightCache(
-            maxsize=config["LAYER_CACHE_SIZE"], ttl=config["LAYER_CACHE_TTL_SECONDS"]
-        ),
-        SingleFlightCache(
-            maxsize=config["TILE_CACHE_SIZE"], ttl=config["TILE_CACHE_TTL_SECONDS"], ttl_of=tile_ttl
-        ),
+    def cache(size_key: str, ttl_key: str, ttl_of: Any = None) -> Any:
+        local = SingleFlightCache(maxsize=config[size_key], ttl=config[ttl_key], ttl_of=ttl_of)
+        return share(local, ttl_key) if share else local
+
+    return RoutedCache(
+        cache("LAYER_CACHE_SIZE", "LAYER_CACHE_TTL_SECONDS"),
+        cache("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS", tile_ttl),
         (*ZONES, BASEMAP),
     )
+
+
+def setup(config: Mapping[str, Any]) -> Callable[..., dict[str, Any]]:
+    """Return the work: (payload, progress, stop) -> the report, as run_assessment's."""
+    from .place.area import Area
+    from .sources.providers import make_provider
+    from .work import run_assessment
+
+    cache = layer_cache(config)
     providers: dict[str, Any] = {}
     lock = threading.Lock()
 
