@@ -6,6 +6,7 @@ app.points, app.assessment and the root modules together.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
@@ -138,13 +139,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.config, share if _shared_layer_cache(app) else None
     )
 
-    if _work_process(app):
-        from .assessment.errors import Stopped
+    # What a job computes: a module keeping app/jobs/work.py's contract.
+    work = app.extensions["work"] = importlib.import_module(app.config["JOB_WORK"])
+    if work.HOSTED and _work_process(app):
         from .jobs.offload import Host
 
-        app.extensions["work_host"] = Host(
-            "app.assessment.hosted:setup", hosted.settings(app.config), Stopped
-        )
+        app.extensions["work_host"] = Host(work.HOSTED, work.settings(app.config), work.Stopped)
 
     from .web import (
         assessments,

@@ -61,6 +61,8 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "PROVIDER_RECHECK_SECONDS": (float, 300),
     "SHARED_LAYER_CACHE": (str, "auto"),
     "WORK_PROCESS": (str, "auto"),
+    # The work a job is paid for (app/jobs/work.py's contract): the area assessment.
+    "JOB_WORK": (str, "app.assessment.job"),
     # With real providers, an address is placed to its 番地 by GSI's address search.
     "GSI_ADDRESS_SEARCH_URL": (str, "https://msearch.gsi.go.jp/address-search/AddressSearch"),
     "REPORT_RETENTION_DAYS": (float, 30),

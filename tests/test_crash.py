@@ -1,5 +1,10 @@
-"""kill -9 and SIGTERM against the real gunicorn: nobody loses a point or is lied to."""
+"""kill -9 and SIGTERM against the real gunicorn: nobody loses a point or is lied to.
 
+The servers here run the minimal work (tests/minimal_work.py), not the report: what is
+proven is the job machinery's, whatever the work computes (app/jobs/work.py).
+"""
+
+import functools
 import signal
 import subprocess
 import sys
@@ -15,6 +20,14 @@ from tests.live import FAST, User
 pytestmark = pytest.mark.server
 
 LEASE = float(FAST["JOB_LEASE_SECONDS"])
+
+
+@pytest.fixture
+def live(live):
+    """Real gunicorn servers running the minimal work."""
+    return functools.partial(live, JOB_WORK="tests.minimal_work")
+
+
 POLL = 0.2
 
 
@@ -172,3 +185,26 @@ def test_sigterm_settles_a_running_job_before_the_worker_exits(live, sql, databa
     assert user.submit().status_code == 303
 
     assert_sigterm_settles_its_job(server, sql, database_url)
+
+
+@pytest.mark.parametrize(
+    "query, code, message",
+    [
+        ("fail", "PROVIDER_ERROR", "The work's source failed: the source is down."),
+        ("crash", "INTERNAL_ERROR", "The assessment failed because of an error on our side."),
+    ],
+)
+def test_a_work_that_fails_is_refunded_with_what_its_work_says(
+    live, sql, database_url, query, code, message
+):
+    # The work runs in its own process here (WORK_PROCESS auto, two cores or more) or in
+    # the job's thread: its failure crosses either way, and only the work names it.
+    user = User(live())
+    user.signup("fails@example.com")
+    response = user.submit(query)
+    assert response.status_code == 303
+    status, billing, html = poll_until_settled(user, response.headers["Location"].rsplit("/", 1)[1])
+    assert (status, billing) == ("failed", "refunded")
+    assert sql("SELECT error_code, message FROM assessment_jobs") == [(code, message)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    assert ledger_check(database_url).returncode == 0

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from app.jobs import views
 from app.points import billing, ledger
+from app.web import history
 from tests.conftest import Actions, csrf_token, job_id_from, signed_in, wait_for
 
 
@@ -397,7 +397,7 @@ def test_history_badges_and_balance_are_one_moment(client, actions, sql, monkeyp
             j=job,
         )
 
-    _commit_between_reads(monkeypatch, views, "history", fail_and_refund)
+    _commit_between_reads(monkeypatch, history, "assessments", fail_and_refund)
     html = client.get("/assessments").get_data(as_text=True)
     seen = (int(attr(html, "data-balance")), "billing-refunded" in html)
     assert seen in [(before - 1, False), (before, True)]

@@ -9,8 +9,9 @@ Four rooms, each answering one question, and the job's step at the root:
 - work.py runs one assessment through them; errors.py holds the package's errors.
 
 Imports flow place <- grid <- sources <- report <- work (tests/test_layers.py checks it);
-every room may import errors.py. The package may import app.caches and the root modules (config,
-extensions, models); never app.points, app.jobs or app.web.
+every room may import errors.py. The package may import app.caches, app.operations and the
+root modules (config, extensions, models); never app.points, app.jobs or app.web. job.py is
+the report as a job's work (app/jobs/work.py's contract).
 """
 
 from importlib import import_module

@@ -1,4 +1,7 @@
-"""An assessment from submit to settled: the service behind POST /assessments and its thread."""
+"""A job from submit to settled: the service behind POST /assessments and its thread.
+
+What the job computes is its work's (app/jobs/work.py): this module knows nothing of it.
+"""
 
 import logging
 import threading
@@ -7,19 +10,6 @@ import uuid
 
 from flask import current_app
 
-from ..assessment import (
-    UNREAD,
-    Area,
-    PlaceAmbiguous,
-    ProviderError,
-    Stopped,
-    hosted,
-    place_address,
-    resolve_place,
-    run_assessment,
-    unread,
-)
-from ..assessment.errors import UnreadableTiles
 from ..database import dbretry
 from ..operations import failpoints
 from ..points import ledger
@@ -30,41 +20,19 @@ from .runner import Runner
 log = logging.getLogger(__name__)
 
 
-class AlreadyReported(Exception):
-    """The user has a kept report of this area; starting again needs their confirmation."""
-
-    def __init__(self, job_id: uuid.UUID, lang: str):
-        super().__init__("a report of this area is already yours")
-        self.job_id = job_id
-        self.lang = lang  # the report's language: the other one is free to read
-
-
 def submit(
     user_id: int, query: str, lang: str, generation: int, confirmed: bool | str = False
 ) -> uuid.UUID:
-    """Start an assessment and return its job id; the work runs after this returns.
+    """Start a job and return its id; the work runs after this returns.
 
-    Resolving the place and checking the balance charge nothing: the point is consumed
-    by the job itself, before any expensive work. Unless confirmed, a place the user
-    already has a kept report of raises AlreadyReported (in this language if there is
-    one), so nobody pays twice for the same thing without knowing it. A confirmation may
-    name the area's code: it then confirms that area only, not another typed in its place.
+    The work's prepare reads the submit into the job's input and raises what the reader
+    must answer first (app/jobs/work.py); nothing is charged: the point is consumed by
+    the job itself, before any expensive work.
     """
-    area = resolve_place(query)
-    # The confirmation names the area the form previewed: before GSI moves it to its 番地.
-    confirmed = confirmed is True or confirmed == area.code
-    if not confirmed and (rest := unread(query)):
-        # A street typed in romaji is not read: ask before the whole municipality is paid
-        # for, offering it as the one choice (free), the form saying what was not read.
-        raise PlaceAmbiguous(query, [area], parts=[(UNREAD, {"unread": rest})])
-    if area.address and not current_app.extensions["layer_provider"].is_demo:
-        url = current_app.config["GSI_ADDRESS_SEARCH_URL"]
-        area = place_address(area, url, current_app.extensions["layer_cache"])
-    if not confirmed and (reports := views.finished_reports(user_id, area)):
-        same = next((r for r in reports if r.lang == lang), reports[0])
-        raise AlreadyReported(same.id, same.lang)
+    work = current_app.extensions["work"]
+    job_input = work.prepare(user_id, query, lang, confirmed)
     executor: Executor = current_app.extensions["executor"]
-    job = (user_id, query, lang, area.to_dict(), generation)
+    job = (user_id, query, lang, job_input, generation)
     try:
         return executor.enqueue(*job)
     except transitions.AssessmentInFlight as exc:
@@ -90,6 +58,7 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
     finish are retried while the lease lasts, progress writes are best-effort.
     """
     app = current_app._get_current_object()
+    work = app.extensions["work"]  # before the try: its errors name the except clauses
     lease = Lease(app.config["JOB_LEASE_SECONDS"], app.extensions["runner"])
     run_id = uuid.uuid4()  # this run's identity in the row: a second delivery is not it
 
@@ -129,19 +98,11 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         # Only now, with the point consumed, does the paid work begin.
         if (host := app.extensions.get("work_host")) is not None:
             # In the work's process: this thread keeps the job's life, the pages the GIL.
-            choice = app.extensions["provider_choice"]
-            serving = choice["setting"] if choice["explicit"] else choice["mode"]
-            job = hosted.payload(started.area, started.lang, serving)
-            result = host.run(str(job_id), job, progress, stop)
+            payload = work.payload(started.area, started.lang)
+            result = host.run(str(job_id), payload, progress, stop)
         else:
-            result = run_assessment(
-                Area.from_dict(started.area),
-                started.lang,
-                provider=app.extensions["layer_provider"],
-                cache=app.extensions["layer_cache"],
-                progress=progress,
-                stop=stop,  # a reaped or shut-down job gives up even inside a fetch
-            )
+            # A reaped or shut-down job gives up even inside its work: stop is set.
+            result = work.run(started.area, started.lang, progress, stop)
         failpoints.hit("before_success")
         # Retried until it commits or the lease runs out; the conditional UPDATE makes a
         # retry of a commit that landed a no-op, and succeed() reads that as done.
@@ -149,20 +110,15 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
-    except (transitions.JobCancelled, Stopped):
+    except (transitions.JobCancelled, work.Stopped):
         log.info("job %s stopped: its row is no longer running", job_id)
     except LeaseRanOut:
         log.warning("job %s: the database was out of reach past its lease; work dropped", job_id)
-    except ProviderError as exc:
+    except work.Refundable as exc:
         log.warning("job %s: provider failed: %s", job_id, exc)
-        if isinstance(exc, UnreadableTiles):
-            _unreadable(exc)
-        _fail(
-            job_id,
-            "PROVIDER_ERROR",
-            f'The "{exc.dataset}" hazard data could not be fetched: {exc.reason}.',
-            lease,
-        )
+        if alert := work.alert(exc):
+            _record(*alert)
+        _fail(job_id, "PROVIDER_ERROR", work.failure(exc), lease)
     except Exception as exc:
         if dbretry.is_transient(exc) and lease.ended():
             # Retried until the lease ran out: the reaper's refund stands, nothing is
@@ -210,41 +166,30 @@ class Lease:
         return time.monotonic() >= self.end()
 
 
-_alerted: dict[tuple[str, tuple[str, ...]], float] = {}
+_alerted: dict[tuple[str, str], float] = {}
 ALERT_AGAIN_SECONDS = 3600.0
 
 
-def _unreadable(exc: UnreadableTiles) -> None:
-    """Count a layer read in colours of no legend class, and alert once an hour per kind.
+def _record(code: str, key: str, detail: str) -> None:
+    """Open a critical incident for a failure the work says needs an operator: once an hour per key.
 
-    Not tied to the job (which fails and refunds as any provider failure does): it is the
-    data that needs an operator, whichever job met it first.
+    Not tied to the job (which fails and refunds as any refundable failure does): it is
+    the work's data or sources that need an operator, whichever job met it first.
     """
-    from ..operations import metrics
     from ..points import incidents
 
-    metrics.UNKNOWN_COLOURS.labels(exc.path).inc()
-    seen = (exc.path, tuple(exc.colours))
     now = time.monotonic()
-    if now - _alerted.get(seen, -ALERT_AGAIN_SECONDS) < ALERT_AGAIN_SECONDS:
+    if now - _alerted.get((code, key), -ALERT_AGAIN_SECONDS) < ALERT_AGAIN_SECONDS:
         return
-    _alerted[seen] = now
+    _alerted[(code, key)] = now
     try:
         incidents.record(
-            scope="data",
-            code="UNKNOWN_COLOURS",
-            severity="critical",
-            job_id=None,
-            user_id=None,
-            detail=(
-                f"{exc.path}: {exc.share:.1%} of the painted pixels are of no legend colour; "
-                f"colours seen: {', '.join(exc.colours)}"
-            ),
+            scope="data", code=code, severity="critical", job_id=None, user_id=None, detail=detail
         )
     except Exception as error:  # noqa: BLE001 - the job's refund must not wait on an alert
         if not dbretry.is_transient(error):
             raise
-        log.warning("could not record the unknown-colours incident: %s", error)
+        log.warning("could not record the %s incident: %s", code, error)
     finally:
         dbretry.rollback()
 

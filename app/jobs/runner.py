@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 
 from flask import Flask
 
-from ..assessment.grid import pixels
 from ..database import dbretry, limits
 from ..extensions import db
 from ..operations import metrics
@@ -202,9 +201,10 @@ class Runner:
         self._wake.set()
         for _, stop in live:
             stop.set()
-        # The pixel pool's processes end with the jobs (a job still working a tile
-        # finishes it in its own thread), before any exit hook would wait for them.
-        pixels.shutdown()
+        # What the work keeps beside its jobs (the report's pixel pool) ends with them,
+        # before any exit hook would wait for it.
+        if (work := self.app.extensions.get("work")) is not None:
+            work.shutdown()
         if (host := self.app.extensions.get("work_host")) is not None:
             host.shutdown()  # its jobs' threads raise Stopped, and are settled below
         if not live:

@@ -13,8 +13,6 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import text
 
-from ..assessment.report.analysis import LAYERS, Layer, headline_of
-from ..assessment.work import ANALYSING_STEP, LAYERS_STEP
 from ..extensions import db
 from ..operations import failpoints
 from ..points import billing
@@ -49,15 +47,9 @@ class JobView:
     draining: bool = False  # the process running it is finishing before a restart
 
     @property
-    def layers(self) -> list[tuple[Layer, bool]]:
-        """Return each hazard layer and whether it is fetched, as the step says."""
-        if self.step.startswith(LAYERS_STEP):
-            done = set(self.step[len(LAYERS_STEP) :].split(","))
-        elif self.step == ANALYSING_STEP or self.status == "succeeded":
-            done = {layer.key for layer in LAYERS}
-        else:
-            done = set()
-        return [(layer, layer.key in done) for layer in LAYERS]
+    def layers(self) -> list[tuple[Any, bool]]:
+        """Return each part of the work and whether it is done, as the step says."""
+        return current_app.extensions["work"].steps(self.step, self.status)
 
     @property
     def outcome(self) -> str:
@@ -66,8 +58,9 @@ class JobView:
 
     @property
     def fetching(self) -> bool:
-        """Tell whether the job is fetching its layers (the step names those fetched)."""
-        return self.step.startswith(LAYERS_STEP)
+        """Tell whether the job is on its parts (the step names those done: work.PARTS_STEP)."""
+        parts = current_app.extensions["work"].PARTS_STEP
+        return parts is not None and self.step.startswith(parts)
 
     @property
     def cached(self) -> bool:
@@ -259,35 +252,6 @@ def result(job_id: uuid.UUID, user_id: int) -> dict[str, Any] | None:
     ).scalar_one_or_none()
 
 
-SAME_SPOT_M = 100.0  # two spots this close are read alike: their circles all but coincide
-
-
-def finished_reports(user_id: int, area: Any) -> list[Any]:
-    """Return the user's kept reports of an area (id, lang), newest first.
-
-    A municipality is the same place by its code; a spot (a point or an address) is by
-    distance, whatever its code says: two points SAME_SPOT_M apart in one ward are one
-    spot, and a point and a municipality never are.
-    """
-    if not getattr(area, "radius_m", 0):
-        where, params = "area->>'code' = :code", {"code": area.code}
-    else:
-        where = (
-            "coalesce((area->>'radius_m')::float, 0) > 0 AND :m >= 111320 * sqrt("
-            "power((area->>'lat')::float - :lat, 2)"
-            " + power(((area->>'lon')::float - :lon) * cos(radians(:lat)), 2))"
-        )
-        params = {"lat": area.lat, "lon": area.lon, "m": SAME_SPOT_M}
-    return db.session.execute(
-        text(
-            "SELECT id, lang FROM assessment_jobs"
-            " WHERE user_id = :u AND status = 'succeeded' AND result IS NOT NULL"
-            f" AND {where} ORDER BY finished_at DESC"
-        ),
-        {"u": user_id, **params},
-    ).all()
-
-
 # The history's outcome filter, as SQL on the row (a cancel is a failed row, CANCELLED).
 OUTCOME_SQL = {
     None: "TRUE",
@@ -297,56 +261,6 @@ OUTCOME_SQL = {
     "failed": f"j.status = 'failed' AND j.error_code IS DISTINCT FROM '{transitions.CANCELLED}'",
     "cancelled": f"j.status = 'failed' AND j.error_code = '{transitions.CANCELLED}'",
 }
-
-
-def _headline(row: Any) -> Any:
-    """Return the headline a stored report's page shows; None when it cannot be told.
-
-    One report the page cannot read again is that row's loss, never the whole history's.
-    """
-    area = row.report_area or row.area
-    if not row.layers or not area:
-        return None
-    try:
-        return headline_of(
-            {"area": area, "layers": row.layers} | ({"circle": True} if row.spot else {})
-        )
-    except (KeyError, TypeError, ValueError):
-        log.exception("the headline of job %s could not be read again", row.id)
-        return None
-
-
-def history(
-    user_id: int, limit: int = 100, offset: int = 0, outcome: str | None = None
-) -> list[dict[str, Any]]:
-    """Return the user's jobs, newest first, with what each cost; only one outcome if given."""
-    rows = db.session.execute(
-        text(
-            "SELECT j.id, j.status, j.error_code, j.query_text, j.lang, j.area, j.created_at,"
-            # The headline of a kept report, so places can be compared down the list: the
-            # one its page shows (a point's is its spot's, the circle's beside it).
-            " j.result->'layers' AS layers, j.result->'area' AS report_area,"
-            " j.result->'circle' IS NOT NULL AS spot,"
-            f"{BILLING_COLUMNS}{WITH_CONSUME}"
-            f" WHERE j.user_id = :u AND {OUTCOME_SQL[outcome]}"
-            " ORDER BY j.created_at DESC, j.id DESC LIMIT :n OFFSET :o"
-        ),
-        {"u": user_id, "n": limit, "o": offset},
-    ).all()
-    by_key = {layer.key: layer for layer in LAYERS}
-    heads = [_headline(row) for row in rows]
-    return [
-        {
-            **row._mapping,
-            "outcome": outcome_of(row.status, row.error_code),
-            "headline": head,
-            "worst_layers": [by_key[key] for key in head.worst] if head else [],
-            "billing": billing.billing_state(
-                row.status, row.finalized, row.charged, row.refunded, row.support_open
-            ),
-        }
-        for row, head in zip(rows, heads, strict=True)
-    ]
 
 
 def chosen_reports(user_id: int, job_ids: list[uuid.UUID]) -> list[Any]:

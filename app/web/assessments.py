@@ -20,13 +20,13 @@ from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
+from ..assessment.job import AlreadyReported
 from ..assessment.place import resolver
-from ..assessment.report import analysis
 from ..extensions import login_manager
 from ..jobs import pipeline, transitions, views
 from ..jobs.runner import RunnerBusy
 from ..points import accounts, expiry, ledger
-from . import i18n, paging, poll
+from . import history, i18n, paging, poll
 from .auth import session_identity
 from .forms import AssessmentForm
 
@@ -43,7 +43,7 @@ def index():
     if outcome is not None and outcome not in views.OUTCOME_SQL:
         abort(400)
     views.settle_user_jobs(current_user.id)
-    fetch = functools.partial(views.history, current_user.id, outcome=outcome)
+    fetch = functools.partial(history.assessments, current_user.id, outcome=outcome)
     return render_template(
         "assessments/index.html",
         balance=ledger.balance_snapshot(current_user.id),  # the badges read in it too
@@ -125,7 +125,7 @@ def create():
             # "yes", or the code of the one area the reader was warned about.
             confirmed=True if form.confirm.data == "yes" else (form.confirm.data or False),
         )
-    except pipeline.AlreadyReported as exc:
+    except AlreadyReported as exc:
         return _form_error(form, 409, None, existing=exc.job_id, existing_lang=exc.lang)
     except PlaceAmbiguous as exc:
         message = i18n.place_message(exc)
@@ -253,13 +253,14 @@ def _lapsing_after(job: views.JobView, user_id: int) -> int:
 
 
 def _written(report: dict | None, lang: str | None = None) -> dict | None:
-    """Write a stored report's words from its figures, in lang if one of ours (no fetch).
+    """Return a kept result as the job's page shows it, in lang if one of ours (no fetch).
 
-    A report stored before the headline rule changed reads as every other does now.
+    The work writes it (app/jobs/work.py): the report writes its words from its figures,
+    so one stored before the headline rule changed reads as every other does now.
     """
     if report is None:
         return None
-    return analysis.translate(report, lang if lang in analysis.LANGS else report["lang"])
+    return current_app.extensions["work"].written(report, lang)
 
 
 def _own_job(raw_id: str, user_id: int, generation: int | None = None) -> views.JobView:

@@ -9,7 +9,7 @@ from flask_login import current_user, login_required
 
 from ..jobs import estimate, views
 from ..points import expiry, ledger
-from . import paging
+from . import history, paging
 
 bp = Blueprint("main", __name__)
 
@@ -28,7 +28,7 @@ def dashboard():
         balance=ledger.balance_snapshot(current_user.id),
         expiring=expiring(current_user.id),
         entries=ledger.history(current_user.id, limit=DASHBOARD_ENTRIES),
-        recent=views.history(current_user.id, limit=5),
+        recent=history.assessments(current_user.id, limit=5),
         typical_seconds=estimate.typical_seconds(),
         lapsing=_lapsing(),
     )
