@@ -152,6 +152,38 @@ def test_a_chome_typed_without_its_municipality_offers_the_municipalities_that_h
     assert {area.code5 for area in info.value.choices} == {"13101"}
 
 
+@pytest.mark.parametrize(("typed", "units"), [("山下町", 25), ("Yamashitacho", 21)])
+def test_a_chome_name_more_than_12_municipalities_have_offers_each_municipality_once(
+    app, typed, units
+) -> None:
+    """山下町 (25 municipalities) was "add its municipality", with nothing to choose."""
+    from app.web.i18n import place_label
+
+    with pytest.raises(PlaceAmbiguous, match=f"in {units} municipalities: choose one") as info:
+        resolve_place(typed)
+    choices = info.value.choices
+    assert len({area.code5 for area in choices}) == len(choices) == units
+    by_name = {area.address["matched"]: area for area in choices}
+    # A municipality with one 町丁目 of the name offers it; one with several 丁目 offers
+    # the town, whose 丁目 it asks once chosen: each choice resolves back to what it says.
+    assert by_name["神奈川県横浜市中区山下町"].address["precision"] == "chome"
+    kitami = by_name["北海道北見市山下町"]
+    assert kitami.address["precision"] == "town"
+    for area in choices:
+        try:
+            assert resolve_place(query_for(area)).address["matched"] == area.address["matched"]
+        except PlaceAmbiguous as asked:  # its 丁目, in that municipality only
+            assert area.address["precision"] == "town"
+            assert {chome.code5 for chome in asked.choices} == {area.code5}
+    # A town is only ever a question: picked by its point, it asks its 丁目.
+    with pytest.raises(PlaceAmbiguous) as info:
+        resolve_place(f"{typed} ({kitami.lat:.5f},{kitami.lon:.5f})")
+    assert {a.code5 for a in info.value.choices} == {kitami.code5}
+    assert all(a.address["precision"] == "chome" for a in info.value.choices)
+    with app.test_request_context(headers={"Accept-Language": "en"}):
+        assert place_label(kitami) == "Yamashitacho (山下町), Kitami, Hokkaido"
+
+
 @pytest.mark.parametrize(
     ("typed", "matched", "banchi"),
     [

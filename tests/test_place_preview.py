@@ -1,6 +1,7 @@
 """Before a point is spent the form names the place; notices offer choices, each said once."""
 
 import re
+from urllib.parse import quote
 
 from tests.conftest import job_id_from, signed_in, wait_for
 
@@ -113,3 +114,23 @@ def test_a_street_typed_in_romaji_is_read_by_its_town_s_reading(make_app, sql):
         "東京都世田谷区三軒茶屋二丁目",
         "1-1",
     )
+
+
+def test_a_chome_name_many_municipalities_have_offers_them_before_a_point_is_spent(make_app, sql):
+    """山下町, typed alone, was "add its municipality" with nothing to choose."""
+    app, client, actions = signed_in(make_app)
+    preview = client.get("/assessments/place?query=山下町").get_data(as_text=True)
+    assert "Several places have this name" in preview and "<strong" not in preview
+    answer = actions.submit("山下町")
+    body = answer.get_data(as_text=True)
+    assert answer.status_code == 400 and 'class="notice choices"' in body
+    assert body.count("names a 町丁目 (or 大字) in 25 municipalities: choose one.") == 1
+    # Each municipality once, named in romaji too; a choice fills the form, free.
+    assert "Yamashitacho (山下町), Kitami, Hokkaido" in body
+    assert f"query={quote('神奈川県横浜市中区山下町')}&amp;" in body  # Yokohama's, as it is
+    assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
+    assert sql("SELECT point_balance FROM users") == [(3,)]
+    client.post("/language", data={"lang": "ja", "csrf_token": actions.token("/")})
+    ja = actions.submit("山下町", lang="ja").get_data(as_text=True)
+    assert "「山下町」という町丁目（または大字）は25市区町村にあります。一つを選んで" in ja
+    assert "北海道北見市山下町" in ja

@@ -197,8 +197,13 @@ def find_romaji(codes: list[str], text: str) -> Found:
 
 
 def romaji_of(code5: str, name: str) -> str:
-    """Return a municipality's 町丁目 in romaji ("Sangenjaya 2-chome"), or "" if unknown."""
-    return next((e.street.romaji for e in streets(code5) if e.street.name == name), "")
+    """Return a municipality's 町丁目 in romaji ("Sangenjaya 2-chome"), or "" if unknown;
+    a town of several 丁目 named without one ("三軒茶屋") by its 丁目's reading."""
+    if found := next((e.street.romaji for e in streets(code5) if e.street.name == name), ""):
+        return found
+    base = base_of(name)[0]
+    towns = (e.street.reading for e in streets(code5) if e.chome is not None and e.base == base)
+    return next((romanise(r).capitalize() for r in towns if romanisable(r)), "")
 
 
 def street_en(code5: str, name: str) -> str:

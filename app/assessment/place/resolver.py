@@ -53,7 +53,7 @@ import functools
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import (
@@ -110,6 +110,8 @@ def query_for(area: Area) -> str:
     # Every area of the gazetteer resolves back to itself this way (tests/test_ux.py).
     if area.address and area.address["precision"] == "point":
         return f"{area.lat:.5f},{area.lon:.5f}"
+    if area.address and area.address["precision"] == "town":  # its 丁目 asked next
+        return area.address["matched"] + area.address["banchi"]
     if area.address:  # a 町丁目 with the 番地 typed, as the choice was offered
         words = area.address["matched"] + (area.address.get("banchi") or "")
         try:
@@ -145,6 +147,8 @@ def resolve_place(query: str) -> Area:
         area = _by_text_near(near[1], float(near[2]), float(near[3]))
     else:
         area = _by_text(text)
+    if area.address and area.address["precision"] == "town":  # a choice picked (〒, a point)
+        area = _by_text(area.address["matched"] + area.address["banchi"])  # asks its 丁目
     if area.address and area.address["input"] != query.strip():  # as typed, for the record
         area = dataclasses.replace(area, address={**area.address, "input": query.strip()})
     return area
@@ -386,8 +390,42 @@ def _by_town(text: str, units: list[Area], street: str) -> Area:
     """Offer the 町丁目 typed without its municipality where it is: always as a choice,
     even one (a station or landmark may share a name with a 町丁目 far away: 三宮)."""
     if len(units) > addresses.MAX_CANDIDATES:
-        raise PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
+        kyoto = {unit.code5: unit.name_ja.startswith("京都市") for unit in units}
+        raise _towns_offered(text, units, lambda u, codes: addresses.find(codes, street, kyoto[u]))
     return _asked(text, _by_street(text, units, street))
+
+
+MAX_TOWN_UNITS = 30  # past it, a list of municipalities helps no one: ask for the one meant
+
+
+def _towns_offered(
+    text: str, units: list[Area], find: Callable[[str, list[str]], addresses.Found]
+) -> PlaceAmbiguous | PlaceNotFound:
+    """Ask which municipality's 町丁目 a name more than 12 have is, one choice each: its
+    町丁目 where one fits, else its town by name, whose 丁目 is asked once it is chosen."""
+    if len(units) > MAX_TOWN_UNITS:
+        return PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
+    choices: dict[str, Area] = {}
+    for unit in units:
+        found = find(unit.code5, _street_codes(gazetteer(), unit))
+        if len(found.streets) == 1:
+            area = _street_area(found.streets[0], text, found.rest)
+        elif found.streets:
+            area = _street_area(found.streets[0], text, "")
+            town = re.sub(r"[〇一二三四五六七八九十]+丁目$", "", found.streets[0].name)
+            matched = f"{area.prefecture_ja}{area.name_ja}{town}"
+            area = dataclasses.replace(area, address={**area.address, "matched": matched})
+            area.address["precision"] = "town"
+        else:
+            continue
+        choices.setdefault(area.address["matched"], area)
+    if not choices:
+        return PlaceNotFound(NO_TOWN_FITS, query=text)
+    return PlaceAmbiguous(text, choices.values(), [(TOWNS, {"query": text, "num": len(choices)})])
+
+
+TOWNS = N_('"%(query)s" names a 町丁目 (or 大字) in %(num)d municipalities: choose one.')
+NO_TOWN_FITS = N_('No 町丁目 (or 大字) fits "%(query)s": check its 丁目, or add its municipality.')
 
 
 def _asked(text: str, area: Area) -> Area:
@@ -618,7 +656,7 @@ def _romaji_read(text: str) -> tuple[Area, str]:
 def _romaji_town(text: str, units: list[Area]) -> Area:
     """Place a 町丁目 typed in romaji without its municipality, or offer where it is."""
     if len(units) > addresses.MAX_CANDIDATES:
-        raise PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
+        raise _towns_offered(text, units, lambda _, codes: addresses.find_romaji(codes, text))
     codes = [code5 for unit in units for code5 in _street_codes(gazetteer(), unit)]
     found = addresses.find_romaji(codes, text)
     if 0 < len(found.streets) <= addresses.MAX_CANDIDATES:  # a choice, even one (_by_town)
@@ -628,7 +666,7 @@ def _romaji_town(text: str, units: list[Area]) -> Area:
     # choose from, as for a 町丁目 a municipality lacks.
     town = addresses.find_romaji(codes, re.sub(r"[0-9].*", "", text)).streets
     raise PlaceNotFound(
-        N_('No 町丁目 (or 大字) fits "%(query)s": check its 丁目, or add its municipality.'),
+        NO_TOWN_FITS,
         [_street_area(street, text, "") for street in town[: addresses.MAX_CANDIDATES]],
         query=text,
     )
