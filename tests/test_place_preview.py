@@ -134,3 +134,16 @@ def test_a_chome_name_many_municipalities_have_offers_them_before_a_point_is_spe
     ja = actions.submit("山下町", lang="ja").get_data(as_text=True)
     assert "「山下町」という町丁目（または大字）は25市区町村にあります。一つを選んで" in ja
     assert "北海道北見市山下町" in ja
+
+
+def test_a_chome_name_too_many_municipalities_have_asks_for_one_before_the_submit(make_app):
+    """本町 (299 municipalities) showed no preview at all, only an error once submitted."""
+    app, client, actions = signed_in(make_app)
+    for lang, said in (
+        ("en", "A 町丁目 (or 大字) of this name is in 299 municipalities: add its municipality"),
+        ("ja", "この名前の町丁目（または大字）は299市区町村にあります。市区町村名を加えて"),
+    ):
+        preview = client.get("/assessments/place?query=本町", headers={"Accept-Language": lang})
+        assert said in preview.get_data(as_text=True)
+    other = client.get("/assessments/place?query=zzzz").get_data(as_text=True)
+    assert "data-towns" not in other  # a name no municipality has: nothing to add

@@ -786,6 +786,7 @@ class Preview:
     choices: int = 0  # several places match: the submit will offer them, free
     example: Area | None = None  # one of the city's own wards, to show how to name one
     unread: str = ""  # the leading part of the text no place was read from (a street)
+    towns: int = 0  # a 町丁目 name too many municipalities have: how many (add one)
 
 
 def preview(query: str) -> Preview:
@@ -796,8 +797,9 @@ def preview(query: str) -> Preview:
         area = resolve_place(query)
     except PlaceAmbiguous as exc:
         return Preview(query, choices=len(exc.choices))
-    except PlaceNotFound:
-        return Preview(query)
+    except PlaceNotFound as exc:
+        template, words = exc.parts[0]
+        return Preview(query, towns=words["num"] if template == TOO_MANY_TOWNS else 0)
     code = POSTAL_CODE.match(text)
     number = postal.formatted(postal.normalise(code[1])) if code else None
     gaz = gazetteer()
