@@ -37,7 +37,8 @@ class Area:
     radius_m: float = 0.0
     # What was typed and what it was placed at, for a point or a street address (None for a
     # municipality): {"input", "matched", "precision": "point" | "chome" | "banchi",
-    # "banchi": the 番地・号 typed after the 町丁目, "source": who placed it}.
+    # "banchi": the 番地・号 typed after the 町丁目, "source": who placed it}. A choice may be
+    # "town" (a town of several 丁目, offered by name): a question, never a place assessed.
     address: dict[str, str] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

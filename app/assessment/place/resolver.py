@@ -414,8 +414,8 @@ def _towns_offered(
             area = _street_area(found.streets[0], text, "")
             town = re.sub(r"[〇一二三四五六七八九十]+丁目$", "", found.streets[0].name)
             matched = f"{area.prefecture_ja}{area.name_ja}{town}"
-            area = dataclasses.replace(area, address={**area.address, "matched": matched})
-            area.address["precision"] = "town"
+            address = {**area.address, "matched": matched, "precision": "town"}
+            area = dataclasses.replace(area, address=address)
         else:
             continue
         choices.setdefault(area.address["matched"], area)
