@@ -1,4 +1,4 @@
-"""What pages show of a job: the status fragment's one SELECT, the poll-time reaper, the history.
+"""What pages show of a job: the status fragment's one SELECT, the poll-time reaper, the outcomes.
 
 A healthy poll is one read. The transitions it may set off (reap, finalize) are the
 transitions and billing modules' conditional statements; this module only decides when.
