@@ -325,11 +325,18 @@ def test_kyoto_omits_the_landslide_layer_with_the_reason():
 
 
 @pytest.mark.parametrize(
-    ("key", "kept"),
-    [("26/17/114992/51909", False), ("25/17/114992/51909", True), ("17/114992/51909", True)],
+    ("dataset", "key", "kept"),
+    [
+        ("steep_slope_zones", "26/17/114992/51909", False),
+        ("steep_slope_zones", "25/17/114992/51909", True),
+        ("flood_zones", "17/114992/51909", True),
+        # Kyoto's landslide terms rule its landslide tiles only: its inland-flooding tiles
+        # are published under the portal's terms and read.
+        ("inland_flood_zones", "26/17/114992/51909", True),
+    ],
 )
-def test_a_prefecture_s_landslide_tiles_are_read_only_where_its_terms_allow(key, kept):
-    assert terms.readable_keys([key]) == ([key] if kept else [])
+def test_a_prefecture_s_landslide_tiles_are_read_only_where_its_terms_allow(dataset, key, kept):
+    assert terms.readable_keys(dataset, [key]) == ([key] if kept else [])
 
 
 OTSU_NEAR_KYOTO = "35.0122, 135.8388"  # 大津市 (Shiga), about 300 m from 京都市山科区

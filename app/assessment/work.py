@@ -70,7 +70,7 @@ def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) ->
     found = keys(area, dataset) if keys is not None else default_keys(area, dataset)
     # A prefecture's landslide tiles are read only where its terms allow a sold report:
     # an extent across a border is not ruled by its own prefecture's terms alone.
-    return terms.readable_keys(found)
+    return terms.readable_keys(dataset, found)
 
 
 def describe_sources(provider: LayerProvider, fetched: dict[str, Fetched], area: Area) -> dict:

@@ -22,6 +22,9 @@ from importlib import resources
 from typing import Any
 
 OMITTED_LAYER = "landslide"
+# The datasets these terms rule: other datasets read per prefecture (inland flooding) are
+# published under the portal's own terms, whatever a prefecture allows of its landslide data.
+RULED_DATASETS = frozenset({"debris_flow_zones", "steep_slope_zones", "landslide_zones"})
 
 
 @lru_cache(maxsize=1)
@@ -41,12 +44,14 @@ def forbidden(pref: str) -> bool:
     return table().get(pref, {}).get("commercial_use") == "forbidden"
 
 
-def readable_keys(keys: list[str]) -> list[str]:
-    """Return the keys whose prefecture's terms let a sold report read them.
+def readable_keys(dataset: str, keys: list[str]) -> list[str]:
+    """Return a dataset's keys whose prefecture's terms let a sold report read them.
 
-    Landslide keys start with their prefecture ("26/17/x/y"); other datasets' keys are
-    national ("17/x/y") and all kept.
+    Landslide keys start with their prefecture ("26/17/x/y") and are kept where its terms
+    allow; every other dataset's keys are kept, per-prefecture ones (inland flooding) too.
     """
+    if dataset not in RULED_DATASETS:
+        return list(keys)
     return [key for key in keys if not (key.count("/") == 3 and forbidden(key.split("/")[0]))]
 
 
