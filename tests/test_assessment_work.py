@@ -112,8 +112,11 @@ def test_two_jobs_for_one_place_share_each_call(sapporo) -> None:
 
 
 # The demo's Sapporo, pinned: a field or hash that varied between processes changes these.
-PINNED_LEVELS = [5, 5, 4, 5, 5]  # the worst class present decides (issue 33)
-PINNED_SCORE = 87
+# The worst class present decides (issue 33); storm surge and inland flooding (issue 46)
+# are read too: the demo's shallow storm surge (2) and its inland flooding, painted no
+# deeper than 0.5-3 m (3), weigh as flood does and draw the mean to level 5's foot.
+PINNED_LEVELS = [5, 5, 2, 3, 4, 5, 5]
+PINNED_SCORE = 80
 PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concerns are flood, tsunami, landslide"
 
 
@@ -169,7 +172,7 @@ def test_progress_rises_from_0_to_100(sapporo) -> None:
     names = list(dict.fromkeys(step for step, _ in steps[1:-2]))
     fetched = [step.removeprefix("layers:").split(",") for step in names if step != "layers:"]
     assert steps[0] == ("layers:", 0)
-    assert [len(keys) for keys in fetched] == [1, 2, 3, 4, 5]
+    assert [len(keys) for keys in fetched] == list(range(1, len(LAYERS) + 1))
     assert all(
         later[: len(earlier)] == earlier
         for earlier, later in zip(fetched[:-1], fetched[1:], strict=True)
@@ -356,8 +359,8 @@ def test_the_report_renders(sapporo, lang: str) -> None:
         sapporo, lang, provider=DemoProvider(), cache=SingleFlightCache(), progress=no_progress
     )
     html = render_report(report)
-    assert html.count('class="report-bar report-level-') == 5
-    assert html.count('<tr class="report-level-') == 5
+    assert html.count('class="report-bar report-level-') == len(LAYERS)
+    assert html.count('<tr class="report-level-') == len(LAYERS)
     assert 'role="img"' in html and '<title id="report-chart-title">' in html
     title = {
         "en": '<span class="report-title-alt" lang="ja">北海道札幌市</span>',

@@ -23,6 +23,7 @@ from app.assessment.sources.portal import ZONE_DATASETS, judge, split_key
 
 SIZE = tiles.TILE_SIZE
 FLOOD, TSUNAMI = "01_flood_l2_shinsuishin_data", "04_tsunami_newlegend_data"
+SURGE, INLAND = "03_hightide_l2_shinsuishin_data", "02_naisui_pref_data"
 DEBRIS, SLOPE, SLIDE = (
     "05_dosekiryukeikaikuiki_data",
     "05_kyukeishakeikaikuiki_data",
@@ -34,6 +35,19 @@ DEPTH = [
     ("#F7F5A9", "0.3-0.5", 2),
     ("#F8E1A6", "0.5-1", 3),  # above floor level: never "under 0.5 m"
     ("#FFD8C0", "1-3", 3),
+    ("#FFB7B7", "3-5", 4),
+    ("#FF9191", "5-10", 5),
+    ("#F285C9", "10-20", 5),
+    ("#DC7ADC", "ge20", 5),
+]
+# naisui_legend.png, as public projects record it: the same colours; depths under 0.1 m
+# are not drawn, and a map with no 0.3 m or 1 m step paints 0.1-0.5 m and 0.5-3 m in the
+# 0.3-0.5 m and 1-3 m colours.
+INLAND_DEPTH = [
+    ("#FFFFB3", "lt0.3", 2),
+    ("#F7F5A9", "lt0.5", 2),
+    ("#F8E1A6", "0.5-1", 3),
+    ("#FFD8C0", "0.5-3", 3),
     ("#FFB7B7", "3-5", 4),
     ("#FF9191", "5-10", 5),
     ("#F285C9", "10-20", 5),
@@ -55,7 +69,11 @@ LANDSLIDE = [
     (SLIDE, "#FFAD33", "landslide_planned_warning", 2),
     (SLIDE, "#C33353", "landslide_planned_special", 4),
 ]
-PUBLISHED = [(d, c, k, lv) for d in (FLOOD, TSUNAMI) for c, k, lv in DEPTH] + LANDSLIDE
+PUBLISHED = (
+    [(d, c, k, lv) for d in (FLOOD, TSUNAMI, SURGE) for c, k, lv in DEPTH]
+    + [(INLAND, c, k, lv) for c, k, lv in INLAND_DEPTH]
+    + LANDSLIDE
+)
 BORDER = (0x1E, 0x3C, 0x8C)  # a dark blue, as the legends draw a planned zone's dashes
 
 
@@ -282,6 +300,15 @@ def test_landslide_keys_are_per_prefecture_and_flood_keys_are_national():
     assert split_key(keys[0]) == ("13", plan.keys[0])
     with pytest.raises(ValueError):
         split_key("48/12/3638/1612")
+
+
+def test_inland_flooding_keys_are_per_prefecture_and_storm_surge_keys_are_national():
+    area = resolve_place("千代田区")
+    plan = zones.plan(area)
+    assert zones.dataset_keys(area, "inland_flood_zones") == [f"13/{key}" for key in plan.keys]
+    assert zones.dataset_keys(area, "storm_surge_zones") == plan.keys
+    assert ZONE_DATASETS["inland_flood_zones"] == INLAND
+    assert ZONE_DATASETS["storm_surge_zones"] == SURGE
 
 
 def test_a_point_straddling_two_prefectures_reads_both():

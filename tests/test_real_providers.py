@@ -23,6 +23,7 @@ from app.assessment.errors import ProviderError
 from app.assessment.grid import tiles, zones
 from app.assessment.grid.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.place import outlines
+from app.assessment.report import analysis
 from app.assessment.sources.http import RetryPolicy, retry_after_seconds
 from app.assessment.sources.jshis import JshisProvider
 from app.assessment.sources.portal import PER_PREFECTURE, SAMPLE_TILES, ZONE_DATASETS
@@ -42,7 +43,7 @@ PAINTED = "札幌市中央区"  # the flood tiles are painted over exactly this 
 PAINT = (0xFF, 0xD8, 0xC0, 255)  # the depth legend's 1-3 m
 
 
-def painted_tile(key: str) -> bytes | None:
+def painted_tile(key: str, paint: tuple[int, int, int, int] = PAINT) -> bytes | None:
     """A constructed flood tile: 0.5-3 m over the pixels inside the ward, else transparent."""
     tile = tiles.parse_tile_key(key)
     west, south, east, north = outlines.index()["areas"]["01101"]["bbox"]  # 札幌市中央区
@@ -52,7 +53,7 @@ def painted_tile(key: str) -> bytes | None:
     if not inside.any():
         return None
     pixels = np.zeros((tiles.TILE_SIZE, tiles.TILE_SIZE, 4), dtype=np.uint8)
-    pixels[inside] = PAINT
+    pixels[inside] = paint
     out = io.BytesIO()
     Image.fromarray(pixels, "RGBA").save(out, "PNG")
     return out.getvalue()
@@ -319,6 +320,57 @@ def test_a_job_with_real_providers_reads_the_zones_inside_the_outline(
     assert len(service.hits) == before
 
 
+def test_storm_surge_and_inland_flooding_are_read_on_their_paths_to_a_level(
+    make_app, service: Service
+) -> None:
+    # Constructed to the published depth legend (tests/recorded/README.md): storm surge
+    # 3-5 m on its national path, inland flooding 0.5-3 m on Hokkaido's (01) path, each over
+    # exactly the ward's pixels. Before: neither was read.
+    surge, inland = ZONE_DATASETS["storm_surge_zones"], ZONE_DATASETS["inland_flood_zones"]
+    painted = {f"/portal/{surge}/": (0xFF, 0xB7, 0xB7, 255), f"/portal/{inland}/01/": PAINT}
+
+    def answer(path: str) -> Answer:
+        for prefix, colour in painted.items():
+            if path.startswith(prefix) and path not in SAMPLES:
+                body = painted_tile(path.removeprefix(prefix).removesuffix(".png"), colour)
+                if body is not None:
+                    return 200, body, {"Content-Type": "image/png"}
+        return normal(path)
+
+    service.answer = answer
+    app, client, actions = signed_in(make_app, **config(service))
+    job_id = job_id_from(actions.submit(PAINTED))
+    assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
+    report = client.get(f"/assessments/{job_id}/report.json").get_json()
+    by_key = {layer["key"]: layer for layer in report["layers"]}
+    storm, rain = by_key["storm_surge"], by_key["inland_flood"]
+    assert (storm["state"], storm["worst"], storm["level"]) == ("zones", "3-5", 4)
+    assert storm["shares"]["3-5"] == 1.0 and storm["source"][0]["dataset_id"] == surge
+    assert (rain["state"], rain["worst"], rain["level"]) == ("zones", "0.5-3", 3)
+    assert rain["source"][0]["dataset_id"] == inland and rain["real"] is True
+    # Each says where its legend is published, beside every colour.
+    assert all(c["source"].endswith("shinsui_legend3.png") for c in storm["legend"])
+    assert all(c["source"].endswith("naisui_legend.png") for c in rain["legend"])
+    # The partly-published notes, with their sources and dates.
+    assert any("66" in note["en"] and note["date"] for note in rain["notes"])
+    assert any("designated" in note["en"] and note["date"] for note in storm["notes"])
+    # The headline's one rule: both count, weighing as flood does (liquefaction, JCODE 15
+    # at every mesh, is the worst at 5).
+    counted = [layer for layer in report["layers"] if layer["level"]]
+    assert {"storm_surge", "inland_flood"} <= {layer["key"] for layer in counted}
+    weights = analysis.WEIGHTS
+    mean = sum(weights[r["key"]] * r["index"] for r in counted) / sum(
+        weights[r["key"]] for r in counted
+    )
+    assert report["level"] == 5 and report["score"] == max(80, round(100 * mean))
+    credit = report["provenance"]["services"][0]
+    assert "高潮浸水想定区域" in credit["credit_ja"] and "内水" in credit["credit_ja"]
+    assert surge in credit["datasets"] and inland in credit["datasets"]
+    page = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert 'data-layer="storm_surge" data-state="zones"' in page
+    assert 'data-jusetsu-map="inland" data-state="zones"' in page
+
+
 def test_a_partly_real_job_keeps_the_banner(make_app, service: Service) -> None:
     settings = config(service, LAYER_PROVIDER="faults=jshis,ground=jshis,*=demo")
     app, client, actions = signed_in(make_app, **settings)
@@ -476,6 +528,9 @@ def test_providers_check_asks_each_layers_sample_tile(make_app, service: Service
         assert service.count(f"/portal/{dataset_id}/{key}.png") == 1
         line = f"ok     {dataset}: portal {dataset_id} {key}: HTTP 200, painted 25.0%"
         assert line in result.output and "unknown colours 0.0%: available" in result.output
+    # Storm surge on its national path, inland flooding on a prefecture's (Osaka, 27).
+    assert service.count("/portal/03_hightide_l2_shinsuishin_data/12/") == 1
+    assert service.count("/portal/02_naisui_pref_data/27/12/") == 1
 
 
 def test_providers_check_fails_loudly(make_app, service: Service) -> None:

@@ -186,11 +186,12 @@ def test_an_address_placed_at_its_chome_is_headed_by_its_circle(app, query, by_s
 
     area = resolve_place(query)
     at = {"landslide": "none", "seismic": "lt0.1"}
-    index = {"flood": None, "tsunami": None, "liquefaction": 0.1, "landslide": 0.9, "seismic": 0.1}
+    index = {"flood": None, "tsunami": None, "storm_surge": None, "inland_flood": None,
+             "liquefaction": 0.1, "landslide": 0.9, "seismic": 0.1}  # fmt: skip
     rows = [
         {"key": layer.key, "index": index[layer.key], "numbers": {}, "legend": legend_of(layer.key),
          "worst": "steep_slope_special" if layer.key == "landslide" else None,
-         "state": {"flood": "no_zone", "tsunami": "no_zone"}.get(layer.key),
+         "state": "no_zone" if index[layer.key] is None else None,
          **({"at_point": {"key": at[layer.key], "en": "x", "ja": "x"}} if layer.key in at else {})}
         for layer in LAYERS
     ]  # fmt: skip
@@ -428,15 +429,20 @@ def test_the_water_maps_a_broker_shows_are_each_said_never_an_unread_one_as_none
     from flask import render_template
 
     area = resolve_place(f"{SPOT[0]}, {SPOT[1]}")
+    water = ("flood", "inland_flood", "storm_surge")
     said = {}
-    for state in ("zones", "no_zone", "not_published"):
+    for state in ("zones", "no_zone", "not_published", "before"):
+        # "before": a report stored before inland flooding and storm surge were read has
+        # no rows for them (flood found zones).
         rows = [
-            {"key": layer.key, "index": 0.5 if layer.key == "flood" else 0.1, "numbers": {},
+            {"key": layer.key, "index": 0.5 if layer.key in water else 0.1, "numbers": {},
              "legend": legend_of(layer.key),
-             **({"state": state} if layer.key == "flood" and state != "zones" else {}),
+             **({"state": state} if layer.key in water and state not in ("zones", "before")
+                else {}),
              **({"worst": "3-5", "at_point": {"key": "0.5-3", "en": "0.5-3 m", "ja": "0.5〜3m"}}
-                if layer.key == "flood" and state == "zones" else {})}
+                if layer.key in water and state in ("zones", "before") else {})}
             for layer in LAYERS
+            if state != "before" or layer.key not in ("inland_flood", "storm_surge")
         ]  # fmt: skip
         report = {"area": area.to_dict(), "lang": lang, "provider": "demo",
                   "generated_at": "2026-12-01T00:00:00+00:00",
@@ -446,7 +452,10 @@ def test_the_water_maps_a_broker_shows_are_each_said_never_an_unread_one_as_none
         block = html[html.index("data-jusetsu") :]
         block = block[: block.index("</section>")]
         maps = dict(re.findall(r'data-jusetsu-map="(\w+)" data-state="(\w+)"', block))
-        assert maps == {"flood": state, "inland": "not_read", "storm_surge": "not_read"}
+        if state == "before":
+            assert maps == {"flood": "zones", "inland": "not_read", "storm_surge": "not_read"}
+        else:  # each of the three maps as its layer read it
+            assert maps == {"flood": state, "inland": state, "storm_surge": state}
         said[state] = re.sub(r"<[^>]+>", "", block)
     ja = lang == "ja"
     assert ("この地点：0.5〜3m" if ja else "at the spot: 0.5-3 m") in said["zones"]
@@ -455,5 +464,11 @@ def test_the_water_maps_a_broker_shows_are_each_said_never_an_unread_one_as_none
     ) in said["no_zone"]
     asked = "お問い合わせください" if ja else f"ask {area.name_romaji}, {area.prefecture_romaji}."
     assert asked in said["not_published"]
-    # Inland flooding and storm surge are not read: said so, never as "no zone".
-    assert ("読み取っていません" if ja else "not read by this report") in said["zones"]
+    # Each map's zones are read and said, with the source each came from.
+    sources = ("雨水出水", "高潮浸水想定区域") if ja else ("inland (stormwater)", "storm surge")
+    assert all(source in said["zones"] for source in sources)
+    assert ("読み取っていません" if ja else "not read by this report") not in said["zones"]
+    assert said["no_zone"].count("半径500mの円内に浸水想定区域はありません" if ja
+                                 else "no inundation zone within 500 m") == 3  # fmt: skip
+    # A report stored before they were read says they are not read, never "no zone".
+    assert said["before"].count("読み取っていません" if ja else "not read by this report") == 2

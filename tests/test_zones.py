@@ -339,6 +339,33 @@ def test_a_prefecture_s_landslide_tiles_are_read_only_where_its_terms_allow(data
     assert terms.readable_keys(dataset, [key]) == ([key] if kept else [])
 
 
+def test_storm_surge_is_not_published_where_there_is_no_coast_with_its_source_and_date():
+    report = assess("奈良市")
+    storm = next(layer for layer in report["layers"] if layer["key"] == "storm_surge")
+    assert storm["state"] == "not_published" and storm["level"] is None
+    assert "no coast" in storm["reason"] and "海に面していません" in storm["reason_ja"]
+    assert "storm_surge_zones" not in report["sources"]  # not fetched
+    said = [s for s in report["provenance"]["services"] if "storm surge" in s["credit_en"]]
+    assert said and all("(read 2026-12-04)" in s["credit_en"] for s in said)
+    assert any(s["url"] == "https://laws.e-gov.go.jp/law/324AC0000000193" for s in said)
+    # A coastal prefecture reads it, with the note that zones are published where designated.
+    coastal = assess("大阪市港区")
+    storm = next(layer for layer in coastal["layers"] if layer["key"] == "storm_surge")
+    assert storm["state"] in ("zones", "no_zone") and storm["notes"]
+
+
+def test_kyoto_reads_its_inland_flooding_tiles_though_its_landslide_layer_is_omitted():
+    # Before: any per-prefecture key of Kyoto was dropped as if it were a landslide tile.
+    area = resolve_place("京都市中京区")
+    demo = make_provider({"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0})
+    keys = keys_for(area, "inland_flood_zones", demo)
+    assert keys and all(key.startswith("26/") for key in keys)
+    report = assess("京都市中京区")
+    inland = next(layer for layer in report["layers"] if layer["key"] == "inland_flood")
+    assert inland["mapped"] is True and inland["state"] in ("zones", "no_zone")
+    assert "inland_flood_zones" in report["sources"]
+
+
 OTSU_NEAR_KYOTO = "35.0122, 135.8388"  # 大津市 (Shiga), about 300 m from 京都市山科区
 
 
@@ -373,14 +400,53 @@ def test_a_place_near_a_forbidding_prefecture_reads_none_of_its_tiles_and_says_s
     assert str(escape(note["ja"] if lang == "ja" else note["en"])) in html
 
 
-@pytest.mark.parametrize(("query", "coastal"), [("横浜市中区", True), ("静岡県川根本町", False)])
-def test_the_demo_puts_tsunami_zones_only_near_the_sea(query, coastal):
+@pytest.mark.parametrize(
+    ("key", "query", "coastal"),
+    [
+        ("tsunami", "横浜市中区", True),
+        ("tsunami", "静岡県川根本町", False),
+        # The demo's fields differ per dataset: a shore where its storm surge field is high.
+        ("storm_surge", "大阪市港区", True),
+        ("storm_surge", "静岡県川根本町", False),
+    ],
+)
+def test_the_demo_puts_tsunami_and_storm_surge_zones_only_near_the_sea(key, query, coastal):
     # Before: a smooth field painted tsunami zones anywhere, inland Kyoto and Nagano too.
-    tsunami = next(layer for layer in assess(query)["layers"] if layer["key"] == "tsunami")
-    assert (1 - tsunami["shares"]["none"] > 0.05) is coastal
+    sea = next(layer for layer in assess(query)["layers"] if layer["key"] == key)
+    assert (1 - sea["shares"]["none"] > 0.05) is coastal
     if not coastal:  # no zone: no level, never "very low"
-        assert tsunami["state"] == "no_zone" and tsunami["level"] is None
-        assert tsunami["worst"] is None
+        assert sea["state"] == "no_zone" and sea["level"] is None
+        assert sea["worst"] is None
+
+
+def test_the_demo_asks_once_per_tile_where_the_sea_is():
+    # Tsunami and storm surge both paint near the sea: the coast is worked out once a tile.
+    from app.assessment.sources import portal
+
+    portal.paint.cache_clear()
+    portal.near_the_sea.cache_clear()
+    key = "12/3638/1613"  # Tokyo's bay shore
+    portal.paint("tsunami_zones", key)
+    portal.paint("storm_surge_zones", key)
+    info = portal.near_the_sea.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+
+
+def test_the_demo_s_inland_flooding_stops_at_0_5_to_3_m():
+    # Rain the drains cannot take: the demo paints no inland depth past the 0.5-3 m class.
+    from app.assessment.sources import portal
+
+    legend = tiles.LEGENDS[portal.ZONE_DATASETS["inland_flood_zones"]]
+    deepest = {"0.5-3"} | {zone.key for zone in legend if zone.rank < 4}
+    seen: set[str] = set()
+    for x in range(3630, 3646):  # a row of z12 tiles across Kanto's plain
+        png = portal.paint("inland_flood_zones", f"13/12/{x}/1612")
+        if png is None:
+            continue
+        classes = tiles.classify(tiles.read_rgba(png), legend)
+        seen |= {legend[i - 1].key for i in set(classes.ravel().tolist()) if i > 0}
+    assert seen and seen <= deepest, seen
+    assert "0.5-3" in seen  # it does reach its deepest class
 
 
 def test_progress_counts_tiles_and_meshes_done_of_those_planned(monkeypatch):

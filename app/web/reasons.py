@@ -16,6 +16,8 @@ DATASETS = {
     "faults": ("faults and shaking", "活断層と揺れ"),
     "flood_zones": ("flood inundation zones", "洪水浸水想定区域"),
     "tsunami_zones": ("tsunami inundation zones", "津波浸水想定"),
+    "storm_surge_zones": ("storm surge inundation zones", "高潮浸水想定区域"),
+    "inland_flood_zones": ("inland flooding zones", "内水浸水想定区域"),
     "debris_flow_zones": ("debris-flow warning zones", "土石流警戒区域"),
     "steep_slope_zones": ("steep-slope warning zones", "急傾斜地の崩壊警戒区域"),
     "landslide_zones": ("landslide warning zones", "地すべり警戒区域"),

@@ -47,6 +47,8 @@ MAP_CELLS = 48  # the report's map: the outline's box split into this many cells
 # docs/providers.md cites each and the record of that sampling).
 LEGEND_IMAGES = "https://disaportal.gsi.go.jp/hazardmap/copyright/img/"
 DEPTH_SOURCE = LEGEND_IMAGES + "shinsui_legend3.png"
+# Inland flooding has its own legend image, in the same colours (docs/providers.md).
+INLAND_SOURCE = LEGEND_IMAGES + "naisui_legend.png"
 
 
 @dataclass(frozen=True)
@@ -74,18 +76,33 @@ class ZoneClass:
         return tuple(int(self.colour[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
 
 
-def _depth(source: str) -> tuple[ZoneClass, ...]:
+DEPTH_ROWS = (
+    ("lt0.3", "#FFFFB3", 2, "under 0.3 m", "0.3m未満"),
+    ("0.3-0.5", "#F7F5A9", 2, "0.3 to 0.5 m", "0.3m以上0.5m未満"),
+    ("0.5-1", "#F8E1A6", 3, "0.5 to 1 m", "0.5m以上1m未満"),
+    ("1-3", "#FFD8C0", 3, "1 to 3 m", "1m以上3m未満"),
+    ("3-5", "#FFB7B7", 4, "3 to 5 m", "3m以上5m未満"),
+    ("5-10", "#FF9191", 5, "5 to 10 m", "5m以上10m未満"),
+    ("10-20", "#F285C9", 5, "10 to 20 m", "10m以上20m未満"),
+    ("ge20", "#DC7ADC", 5, "20 m or more", "20m以上"),
+)
+# Inland flooding's legend (naisui_legend.png) paints the same colours, but depths under
+# 0.1 m are not drawn, and a municipality whose map has no 0.3 m or 1 m step paints
+# "0.1-0.5 m" and "0.5-3 m" in the 0.3-0.5 m and 1-3 m colours: those two say so. The
+# levels are the depth rule's either way (under 0.5 m 2, 0.5-3 m 3).
+INLAND_ROWS = (
+    ("lt0.3", "#FFFFB3", 2, "0.1 to 0.3 m", "0.1m以上0.3m未満"),
+    ("lt0.5", "#F7F5A9", 2, "0.1 to 0.5 m (0.3 to 0.5 m where the map has a 0.3 m step)",
+     "0.1m以上0.5m未満（0.3mの区分がある地図では0.3m以上）"),
+    ("0.5-1", "#F8E1A6", 3, "0.5 to 1 m", "0.5m以上1m未満"),
+    ("0.5-3", "#FFD8C0", 3, "0.5 to 3 m (1 to 3 m where the map has a 1 m step)",
+     "0.5m以上3m未満（1mの区分がある地図では1m以上）"),
+    *DEPTH_ROWS[4:],
+)  # fmt: skip
+
+
+def _depth(source: str, rows: tuple[tuple[str, str, int, str, str], ...] = DEPTH_ROWS):
     """Return the portal's eight-class depth legend (shinsui_legend3.png), one per dataset."""
-    rows = (
-        ("lt0.3", "#FFFFB3", 2, "under 0.3 m", "0.3m未満"),
-        ("0.3-0.5", "#F7F5A9", 2, "0.3 to 0.5 m", "0.3m以上0.5m未満"),
-        ("0.5-1", "#F8E1A6", 3, "0.5 to 1 m", "0.5m以上1m未満"),
-        ("1-3", "#FFD8C0", 3, "1 to 3 m", "1m以上3m未満"),
-        ("3-5", "#FFB7B7", 4, "3 to 5 m", "3m以上5m未満"),
-        ("5-10", "#FF9191", 5, "5 to 10 m", "5m以上10m未満"),
-        ("10-20", "#F285C9", 5, "10 to 20 m", "10m以上20m未満"),
-        ("ge20", "#DC7ADC", 5, "20 m or more", "20m以上"),
-    )
     return tuple(
         ZoneClass(key, colour, rank, en, ja, level, source)
         for rank, (key, colour, level, en, ja) in enumerate(rows, start=1)
@@ -123,6 +140,10 @@ LEGENDS: dict[str, tuple[ZoneClass, ...]] = {
     "01_flood_l2_shinsuishin_data": _depth(DEPTH_SOURCE),
     # The new-legend tsunami tiles link the same depth legend image (the catalogue).
     "04_tsunami_newlegend_data": _depth(DEPTH_SOURCE),
+    # Storm surge: the same depth scale, as public projects record it (unconfirmed against
+    # GSI's catalogue; docs/providers.md); `providers-check` is the operator's check.
+    "03_hightide_l2_shinsuishin_data": _depth(DEPTH_SOURCE),
+    "02_naisui_pref_data": _depth(INLAND_SOURCE, INLAND_ROWS),
     "05_dosekiryukeikaikuiki_data": _warning(
         "debris_flow", "keikai_dosekiryu.png", ("#E6C832", "#A50021", "#EBD35B", "#B7334D")
     ),

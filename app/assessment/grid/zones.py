@@ -2,10 +2,11 @@
 
 plan(area) is the area's outline (or a point's circle on land), the deepest zoom at which
 the tiles touching it, counted exactly, fit the per-dataset budget, those tiles, and the
-prefectures it lies in (the landslide datasets are read per prefecture); every zone dataset of a
-job reads the same tiles, so the place's masks (pixels inside the outline) are computed once
-per tile (Masks), kept packed, and only for straddling tiles, with the plan: shared by a
-job's layers and by every report of the place while its plan is kept.
+prefectures it lies in (the landslide and inland-flooding datasets are read per
+prefecture); every zone dataset of a job reads the same tiles, so the place's masks (pixels
+inside the outline) are computed once per tile (Masks), kept packed, and only for
+straddling tiles, with the plan: shared by a job's layers and by every report of the place
+while its plan is kept.
 """
 
 import threading
@@ -22,7 +23,9 @@ from . import tiles
 
 DEFAULT_TILE_BUDGET = 64
 # The datasets the portal publishes per prefecture, with no national path (its catalogue).
-PER_PREFECTURE = frozenset({"debris_flow_zones", "steep_slope_zones", "landslide_zones"})
+PER_PREFECTURE = frozenset(
+    {"debris_flow_zones", "steep_slope_zones", "landslide_zones", "inland_flood_zones"}
+)
 _settings = {"budget": DEFAULT_TILE_BUDGET}
 
 

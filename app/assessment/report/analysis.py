@@ -1,8 +1,9 @@
 """From what the layers read to hazard levels, an overall score and a short narrative.
 
-Flood, tsunami and landslide read the designated zones of the hazard map portal over the
-place's outline (shares of the area per legend class); liquefaction the landform class of
-the 250 m meshes inside it; seismic J-SHIS's 30-year probability of strong shaking there.
+Flood, tsunami, storm surge, inland flooding and landslide read the designated zones of
+the hazard map portal over the place's outline (shares of the area per legend class);
+liquefaction the landform class of the 250 m meshes inside it; seismic J-SHIS's 30-year
+probability of strong shaking there.
 Each layer's level, 1 (very low) to 5 (very high), follows from those shares by the rules
 below (SIGNIFICANT, DEPTH_LEVEL, the landslide, liquefaction and shaking rules); its index
 is the middle of that level's fifth of 0 to 1. The overall level is the
@@ -224,6 +225,10 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer("flood", "Flood", "洪水", ("flood_zones",), _zones, 0.25),
     Layer("tsunami", "Tsunami", "津波", ("tsunami_zones",), _zones, 0.15),
+    # Storm surge and inland flooding are water over the land on the same depth scale and
+    # level rule as flood, and weigh as flood does (docs/providers.md, "The headline").
+    Layer("storm_surge", "Storm surge", "高潮", ("storm_surge_zones",), _zones, 0.25),
+    Layer("inland_flood", "Inland flooding", "内水氾濫", ("inland_flood_zones",), _zones, 0.25),
     Layer("liquefaction", "Liquefaction", "液状化", ("ground",), _liquefaction, 0.15),
     Layer(
         "landslide",
@@ -373,7 +378,9 @@ def describe(
     by_key = {row["key"]: row for row in scored}
     layers = []
     for layer in LAYERS:
-        row = by_key[layer.key]
+        row = by_key.get(layer.key)
+        if row is None:  # a report stored before this layer was read: it has no such row
+            continue
         state = state_of(row)
         level = level_of(row["index"]) if state in (ZONES, READ) else None
         label = LABELS[lang][level - 1] if level else STATE_LABELS[state][lang == "ja"]
@@ -434,7 +441,8 @@ def describe(
         "least": list(head.least),
         **({"circle": circle} if circle else {}),
         "narrative": text + no_zone_sentence(lang, layers) + uncertain_sentence(lang, layers),
-        # Whether any zone layer (flood, tsunami, landslide) found a designated zone.
+        # Whether any zone layer (flood, tsunami, storm surge, inland flooding, landslide)
+        # found a designated zone.
         "zones_found": any(
             row["level"] or row["state"] == UNCERTAIN for row in layers if row["key"] in ZONE_LAYERS
         ),
@@ -447,7 +455,7 @@ def chome_only(area: Area) -> bool:
 
 
 WEIGHTS = {layer.key: layer.weight for layer in LAYERS}
-ZONE_LAYERS = ("flood", "tsunami", "landslide")
+ZONE_LAYERS = ("flood", "tsunami", "storm_surge", "inland_flood", "landslide")
 
 
 def state_of(row: Mapping[str, Any]) -> str:
@@ -490,22 +498,32 @@ def headline_of(report: Mapping[str, Any]) -> Headline:
 
 NO_ZONE_FOUND = {
     "en": (
-        " No designated zone (flood, tsunami or landslide) was found in the sources read;"
+        " No designated zone ({names}) was found in the sources read;"
         " that does not mean safe: the data may not be prepared there."
     ),
     "ja": (
-        "読み取ったデータには指定区域（洪水・津波・土砂災害）は見つかりませんでした"
+        "読み取ったデータには指定区域（{names}）は見つかりませんでした"
         "（安全とは限りません。データが未整備の場合があります）。"
     ),
 }
 
 
 def no_zone_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
-    """Say so when no zone layer has a level: never let that read as "very low"."""
+    """Say so when no zone layer has a level: never let that read as "very low".
+
+    The zone layers the report has are named (a report stored before storm surge and
+    inland flooding were read names the three it read).
+    """
     zone_rows = [row for row in layers if row["key"] in ZONE_LAYERS]
     if any(row["level"] or row["state"] == UNCERTAIN for row in zone_rows):
         return ""
-    return NO_ZONE_FOUND[lang]
+    names = [row["name"] if lang == "ja" else row["name"].lower() for row in zone_rows]
+    said = (
+        "・".join(names)
+        if lang == "ja"
+        else " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    )
+    return NO_ZONE_FOUND[lang].format(names=said)
 
 
 def uncertain_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:

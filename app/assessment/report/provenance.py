@@ -33,7 +33,19 @@ JSHIS_GROUND_REFERENCE = (
 )
 
 
-COVERAGE_NAMES = {"flood": ("洪水", "flood"), "tsunami": ("津波", "tsunami")}
+COVERAGE_NAMES = {
+    "flood": ("洪水", "flood"),
+    "tsunami": ("津波", "tsunami"),
+    "storm_surge": ("高潮", "storm surge"),
+    "inland_flood": ("内水", "inland flooding"),
+}
+# The depth datasets the portal's credit names, in the report's order.
+DEPTH_NAMES = {
+    "flood_zones": ("洪水浸水想定区域（想定最大規模）", "flood (planned maximum)"),
+    "tsunami_zones": ("津波浸水想定", "tsunami"),
+    "storm_surge_zones": ("高潮浸水想定区域", "storm surge"),
+    "inland_flood_zones": ("内水（雨水出水）浸水想定区域", "inland flooding"),
+}
 
 
 def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
@@ -42,6 +54,9 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
     zone_sources = [s for name, s in sources.items() if name.endswith("_zones")]
     if zone_sources:
         real = all(s.get("real") for s in zone_sources)
+        depths = [names for name, names in DEPTH_NAMES.items() if name in sources]
+        depths_ja = "・".join(ja for ja, _ in depths) or "浸水想定"
+        depths_en = ", ".join(en for _, en in depths) or "inundation"
         services.append(
             {
                 "service_ja": "ハザードマップポータルサイト（国土交通省）",
@@ -49,14 +64,13 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
                 "url": "https://disaportal.gsi.go.jp/hazardmap/copyright/opendata.html",
                 "real": real,
                 "credit_ja": (
-                    "出典：ハザードマップポータルサイト"
-                    "（洪水浸水想定区域（想定最大規模）・津波浸水想定）のタイルを加工して作成"
+                    f"出典：ハザードマップポータルサイト（{depths_ja}）のタイルを加工して作成"
                     if real
                     else "デモ用に作成した区域（ポータルの凡例の色で描いたもの）"
                 ),
                 "credit_en": (
-                    "Source: Hazard Map Portal Site, flood (planned maximum) and tsunami "
-                    "inundation tiles, processed (read pixel by pixel over the area)"
+                    f"Source: Hazard Map Portal Site, inundation tiles ({depths_en}), "
+                    "processed (read pixel by pixel over the area)"
                     if real
                     else "Demonstration zones painted in the portal's legend colours"
                 ),

@@ -2,8 +2,8 @@
 
 Real: ``GET {HAZARD_PORTAL_URL}/{id}/{z}/{x}/{y}.png`` (default base
 https://disaportaldata.gsi.go.jp/raster) through the pooled client (http.py); the three
-landslide datasets are published per prefecture only, ``{id}/{pref}/{z}/{x}/{y}.png``
-(the open-data catalogue lists no national path), so their keys carry the two-digit
+landslide datasets and inland flooding are read per prefecture, ``{id}/{pref}/{z}/{x}/{y}.png``
+(the catalogue lists no national landslide path), so their keys carry the two-digit
 prefecture code: "13/15/29102/12903". A 200 is the tile; a 404 is "the portal has no tile
 here", which for a zone dataset means no zone mapped there (in that prefecture). Any other
 failure raises ProviderError, which fails the job and refunds.
@@ -46,6 +46,10 @@ DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 ZONE_DATASETS = {
     "flood_zones": "01_flood_l2_shinsuishin_data",
     "tsunami_zones": "04_tsunami_newlegend_data",
+    # Recorded by public projects, not yet confirmed against GSI's catalogue
+    # (docs/providers.md): `providers-check` asks each for a sample tile.
+    "storm_surge_zones": "03_hightide_l2_shinsuishin_data",
+    "inland_flood_zones": "02_naisui_pref_data",
     "debris_flow_zones": "05_dosekiryukeikaikuiki_data",
     "steep_slope_zones": "05_kyukeishakeikaikuiki_data",
     "landslide_zones": "05_jisuberikeikaikuiki_data",
@@ -67,6 +71,8 @@ CREDIT_JA = "出典：ハザードマップポータルサイト（国土交通�
 NAMES_JA = {
     "flood_zones": "洪水浸水想定区域（想定最大規模）",
     "tsunami_zones": "津波浸水想定",
+    "storm_surge_zones": "高潮浸水想定区域",
+    "inland_flood_zones": "内水（雨水出水）浸水想定区域",
     "debris_flow_zones": "土砂災害警戒区域（土石流）",
     "steep_slope_zones": "土砂災害警戒区域（急傾斜地の崩壊）",
     "landslide_zones": "土砂災害警戒区域（地すべり）",
@@ -74,6 +80,8 @@ NAMES_JA = {
 NAMES_EN = {
     "flood_zones": "flood inundation zones (planned maximum)",
     "tsunami_zones": "tsunami inundation zones",
+    "storm_surge_zones": "storm surge inundation zones",
+    "inland_flood_zones": "inland (stormwater) flooding zones",
     "debris_flow_zones": "sediment disaster warning zones (debris flow)",
     "steep_slope_zones": "sediment disaster warning zones (steep slope failure)",
     "landslide_zones": "sediment disaster warning zones (landslide)",
@@ -186,9 +194,14 @@ class PortalProvider:
 
 # Per dataset, a tile known to be painted (fetched in 2026-10, docs/providers.md): Tokyo's
 # flood depths, Sendai's tsunami depths, and Tokyo's three landslide layers (13, z8).
+# Storm surge and inland flooding: tiles chosen, not fetched (no live access when they were
+# added): Tokyo's eastern lowlands behind the bay, and Osaka (27), whose inland maps public
+# projects read; the first `providers-check` on a connected machine confirms or replaces them.
 SAMPLE_TILES = {
     "flood_zones": "12/3638/1612",
     "tsunami_zones": "12/3651/1577",
+    "storm_surge_zones": "12/3639/1613",
+    "inland_flood_zones": "27/12/3596/1617",
     "debris_flow_zones": "13/8/226/102",
     "steep_slope_zones": "13/8/226/102",
     "landslide_zones": "13/8/226/102",
@@ -245,10 +258,15 @@ def describe_check(result: dict[str, Any]) -> str:
 DEMO_COVER = {
     "flood_zones": 0.35,
     "tsunami_zones": 0.5,  # of the land near the sea
+    "storm_surge_zones": 0.4,  # of the land near the sea
+    "inland_flood_zones": 0.25,
     "debris_flow_zones": 0.06,
     "steep_slope_zones": 0.08,
     "landslide_zones": 0.03,
 }
+# Painted tiles kept per process (a kilobyte or two each): a few large places' worth, so a
+# place assessed again is not painted again, as the tile cache keeps the portal's tiles.
+PAINTED_TILES = 2048
 DEMO_WAVE_DEGREES = 0.03  # about 3 km: the size of the demo's painted patches
 
 
@@ -263,9 +281,14 @@ def demo_field(dataset: str, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     return (total / 3.0 + 1.0) / 2.0
 
 
-DEMO_COAST_M = 2000.0  # the demo's tsunami zones: land this close to the sea, no further
+DEMO_COAST_M = 2000.0  # the demo's tsunami and storm surge zones: land this close to the sea
+# The demo's deepest class per dataset where it is not the legend's last: inland flooding
+# (rain the drains cannot take) is painted no deeper than 0.5-3 m, as such maps mostly are.
+DEMO_DEEPEST = {"inland_flood_zones": "0.5-3"}
+SEA_DATASETS = frozenset({"tsunami_zones", "storm_surge_zones"})
 
 
+@lru_cache(maxsize=PAINTED_TILES // 2)
 def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
     """Return the land within distance_m of the sea around a tile, from the N03 outlines.
 
@@ -288,27 +311,26 @@ def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
     return land.intersection(sea.buffer(distance_m / 111_320.0)).intersection(box)
 
 
-# Painted tiles kept per process (a kilobyte or two each): a few large places' worth, so a
-# place assessed again is not painted again, as the tile cache keeps the portal's tiles.
-PAINTED_TILES = 2048
-
-
 @lru_cache(maxsize=PAINTED_TILES)
 def paint(dataset: str, key: str) -> bytes | None:
     """Return a demo tile for a dataset: its legend's colours where the field is high.
 
-    Tsunami zones are painted only on land near the sea (near_the_sea), so a demo report
-    never puts a tsunami zone far inland. The tile is a palette PNG, as the portal's are:
+    Tsunami and storm surge zones are painted only on land near the sea (near_the_sea,
+    kept per tile: both ask it), so a demo report never puts them far inland; inland
+    flooding stops at its DEMO_DEEPEST class. The tile is a palette PNG, as the portal's are:
     index 0 transparent, then the legend's colours.
     """
     import shapely
 
     tile = parse_tile_key(split_key(key)[1])
     legend = zones_of(LEGENDS[ZONE_DATASETS[dataset]])
+    if dataset in DEMO_DEEPEST:
+        keys = [zone.key for zone in legend]
+        legend = legend[: keys.index(DEMO_DEEPEST[dataset]) + 1]
     # The field at every 4th pixel, spread over 4 x 4 blocks: a demo needs no finer.
     lon, lat = np.meshgrid(*(axis[::4] for axis in pixel_axes(tile)))
     coarse = demo_field(dataset, lon, lat)
-    if dataset == "tsunami_zones":
+    if dataset in SEA_DATASETS:
         coast = near_the_sea(tile)
         if coast.is_empty:
             return None
