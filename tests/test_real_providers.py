@@ -389,7 +389,8 @@ def failed_and_refunded(make_app, service: Service):
     """
     app, client, actions = signed_in(make_app, **config(service))
     job_id = job_id_from(actions.submit(PAINTED))
-    html = poll_until(client, job_id, settled)
+    # A report on every layer (about 7 s here alone, twice that beside the rest of the suite).
+    html = poll_until(client, job_id, settled, timeout=45)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
     return app, html
 
