@@ -147,7 +147,7 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     )
     assert page.locator("#job-status .step").inner_text().startswith("Fetching hazard data")
     layers = page.locator("#job-status .layer-ticks li")
-    assert layers.all_inner_texts() and len(layers.all_inner_texts()) == 5
+    assert layers.all_inner_texts() and len(layers.all_inner_texts()) == len(LAYERS)
     # The bar moves with the calls done, before a whole layer is: wait for the first tick.
     page.wait_for_selector('#job-status .layer-ticks li[data-done="yes"]')
     assert "✓" in page.locator('#job-status .layer-ticks li[data-done="yes"]').first.inner_text()

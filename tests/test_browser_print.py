@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from app.assessment.report.analysis import LAYERS
 from tests.test_browser import (  # noqa: F401 - the launch arguments are a fixture
     JOB_PAGE,
     browser_type_launch_args,
@@ -61,7 +62,7 @@ def test_a_report_prints_on_at_most_three_a4_pages(page, live, lang, place):
     assert page.locator(".report-map").first.is_visible()
     if place != "札幌市":
         assert page.locator("[data-spot]").first.is_visible()
-    assert page.locator(".report-table:not(.report-shares) tbody tr").count() == 5
+    assert page.locator(".report-table:not(.report-shares) tbody tr").count() == len(LAYERS)
     assert page.locator(".report-sources").is_visible()
     # The scoring notes are printed open, never as bare headings.
     for note in page.locator("details.report-how").all():
