@@ -187,3 +187,26 @@ def test_two_municipalities_show_no_rows_of_a_spot(make_app):
     assert 'data-row="worst"' in html and 'data-row="probability"' in html
     assert 'data-row="spot"' not in html and 'data-row="nearest"' not in html
     assert "data-radii-differ" not in html  # two whole municipalities read alike
+
+
+@pytest.mark.parametrize("older_first", [True, False])
+def test_a_report_written_before_a_layer_was_read_compares_with_a_newer_one(
+    two_homes, sql, older_first
+):
+    # Yokohama's report as stored before storm surge and inland flooding were read.
+    app, client, actions, yokohama, fukuoka = two_homes
+    sql(
+        "UPDATE assessment_jobs SET result = jsonb_set(result, '{layers}', (SELECT"
+        " jsonb_agg(l) FROM jsonb_array_elements(result->'layers') l"
+        " WHERE l->>'key' NOT IN ('storm_surge', 'inland_flood'))) WHERE id = %(id)s",
+        id=yokohama,
+    )
+    order = (yokohama, fukuoka) if older_first else (fukuoka, yokohama)
+    response = compare(client, *order)
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    # The newer report's layers all have their rows; the older column says it did not read them.
+    for layer in ("storm_surge", "inland_flood"):
+        assert "Not read by this report" in cell(html, layer, "worst", yokohama)
+        assert "Not read by this report" not in cell(html, layer, "worst", fukuoka)
+    assert "Not read by this report" not in cell(html, "flood", "worst", yokohama)

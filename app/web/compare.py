@@ -50,11 +50,38 @@ def compare():
     # Each report re-described in the reader's language from its own figures: free.
     lang = i18n.language()
     columns = [(row.id, analysis.translate(row.result, lang)) for row in rows]
+    _same_rows(columns, lang)
     return render_template(
         "assessments/compare.html",
         columns=columns,
         balance=balance,
     )
+
+
+# A report written before a layer was read has no row of it: its column says so.
+NOT_READ = (
+    "Not read by this report (written before this layer was read)",
+    "このレポートでは読んでいません（この項目を読む前に作成）",
+)
+
+
+def _same_rows(columns: list, lang: str) -> None:
+    """Give every column a row for every layer any of them read, in the report's order."""
+    names = {layer["key"]: layer["name"] for _, report in columns for layer in report["layers"]}
+    order = [layer.key for layer in analysis.LAYERS if layer.key in names]
+    for _, report in columns:
+        by_key = {layer["key"]: layer for layer in report["layers"]}
+        report["layers"] = [
+            by_key.get(key)
+            or {
+                "key": key,
+                "name": names[key],
+                "state": "not_read",
+                "label": NOT_READ[lang == "ja"],
+                "level": None,
+            }
+            for key in order
+        ]
 
 
 def _refused(status: int, reason: str):
