@@ -647,3 +647,19 @@ def test_an_explicit_provider_always_wins(make_app, service) -> None:
     assert service.hits == []  # nothing asked
     page = app.test_client().get("/").get_data(as_text=True)
     assert "data-provider-mode" not in page
+
+
+def test_an_unconfirmed_layer_s_missing_sample_is_said_but_keeps_the_real_data(
+    make_app, service: Service
+) -> None:
+    # Inland flooding's path is recorded by third parties only: its sample missing is what
+    # providers-check reports, not a reason to serve the demo for every layer.
+    inland = ZONE_DATASETS["inland_flood_zones"]
+    service.answer = lambda path: (404, b"Not Found", {}) if inland in path else normal(path)
+    app = make_app(**config(service))
+    result = app.test_cli_runner().invoke(args=["providers-check"])
+    assert result.exit_code == 1 and f"FAILED inland_flood_zones: portal {inland}" in result.output
+    app = make_app(**config(service, LAYER_PROVIDER=""))
+    choice = app.extensions["provider_choice"]
+    assert choice["mode"] == "real"
+    assert "not confirmed: inland_flood_zones: the sample tile is missing" in choice["reason"]

@@ -461,9 +461,18 @@ def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
         }
     )
     results = check_real(real, timeout)
-    failures = list(dict.fromkeys(short for _, ok, _, short in results if not ok))
+    failures = list(
+        dict.fromkeys(
+            short for name, ok, _, short in results if not ok and name not in portal.UNCONFIRMED
+        )
+    )
     if failures:
         return False, "; ".join(failures)
+    unsure = [short for name, ok, _, short in results if not ok and name in portal.UNCONFIRMED]
+    if unsure:  # said, never a reason to drop every real layer
+        return True, "J-SHIS and the hazard map portal answered; not confirmed: " + "; ".join(
+            unsure
+        )
     return True, "J-SHIS and the hazard map portal answered, every layer's sample readable"
 
 
