@@ -140,7 +140,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     )
 
     # What a job computes: a module keeping app/jobs/work.py's contract.
-    work = app.extensions["work"] = importlib.import_module(app.config["JOB_WORK"])
+    from .jobs.work import check
+
+    work = app.extensions["work"] = check(importlib.import_module(app.config["JOB_WORK"]))
     if work.HOSTED and _work_process(app):
         from .jobs.offload import Host
 

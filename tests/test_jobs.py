@@ -447,3 +447,9 @@ def test_lists_name_the_prefecture_of_places_that_share_a_name(client, actions):
     for path in ("/assessments", "/", f"/assessments/{job_id}"):
         html = client.get(path).get_data(as_text=True)
         assert "Fuchu, Tokyo" in html and "東京都府中市" in html, path
+
+
+def test_a_work_that_lacks_part_of_the_contract_is_refused_at_start(make_app):
+    # Found only when a job needed it, a missing part would fail that job late.
+    with pytest.raises(TypeError, match="tests.live is not a job's work: no Refundable"):
+        make_app(JOB_WORK="tests.live")

@@ -116,8 +116,12 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         log.warning("job %s: the database was out of reach past its lease; work dropped", job_id)
     except work.Refundable as exc:
         log.warning("job %s: provider failed: %s", job_id, exc)
-        if alert := work.alert(exc):
-            _record(*alert)
+        try:
+            if alert := work.alert(exc):
+                _record(*alert)
+        except Exception:  # noqa: BLE001 - the refund must not wait on an alert
+            dbretry.rollback()
+            log.exception("job %s: the work's alert could not be recorded", job_id)
         _fail(job_id, "PROVIDER_ERROR", work.failure(exc), lease)
     except Exception as exc:
         if dbretry.is_transient(exc) and lease.ended():

@@ -65,3 +65,31 @@ class Work(Protocol):
     def written(self, result: dict[str, Any], lang: str | None) -> dict[str, Any] | None: ...
 
     def shutdown(self) -> None: ...
+
+
+PARTS = (
+    "Refundable",
+    "Stopped",
+    "HOSTED",
+    "PARTS_STEP",
+    "prepare",
+    "run",
+    "settings",
+    "payload",
+    "failure",
+    "alert",
+    "steps",
+    "written",
+    "shutdown",
+)
+
+
+def check(work: Any) -> Any:
+    """Return work if it has every part of the contract; else say at start which it lacks.
+
+    Found missing only when a job needs it, a part would fail that job late (its except
+    clause itself raising): the refund would wait for the reaper.
+    """
+    if missing := [name for name in PARTS if not hasattr(work, name)]:
+        raise TypeError(f"{work.__name__} is not a job's work: no {', '.join(missing)}")
+    return work
