@@ -141,11 +141,13 @@ def queued_job(sql, waited_seconds):
 
 def test_the_runtime_limit_counts_from_the_start_not_from_the_queue(make_app, sql):
     # Picked up a second before JOB_MAX_RUNTIME_SECONDS after it was queued, the job
-    # still has its whole run time: it is not charged and then reaped mid-work.
+    # still has its whole run time: it is not charged and then reaped mid-work. The
+    # work (two seconds) outlasts the second left of the queue's count, and leaves the
+    # run time eight to spare on a loaded machine.
     app, client, actions = signed_in(
-        make_app, JOB_MAX_RUNTIME_SECONDS=4, ASSESSMENT_WORK_SECONDS=2, JOB_HEARTBEAT_SECONDS=0.2
+        make_app, JOB_MAX_RUNTIME_SECONDS=10, ASSESSMENT_WORK_SECONDS=2, JOB_HEARTBEAT_SECONDS=0.2
     )
-    job_id = queued_job(sql, waited_seconds=3)
+    job_id = queued_job(sql, waited_seconds=9)
 
     procrastinate_executor.run_task(app, str(job_id))
 
