@@ -107,18 +107,31 @@ def truncate(url: str) -> None:
         conn.execute("UPDATE housekeeping SET last_run_at = NULL")
 
 
+def work_of(request) -> dict[str, str]:
+    """The configuration a test's apps and servers start from: its marked work, if any.
+
+    A test (or module) marked `minimal_work` proves the job machinery on tests/minimal_work.py,
+    not on the report: it does not compute reports, so it is quicker and stays true whatever
+    the report does.
+    """
+    if request.node.get_closest_marker("minimal_work"):
+        return {"JOB_WORK": "tests.minimal_work"}
+    return {}
+
+
 @pytest.fixture
-def make_app(database_url):
+def make_app(database_url, request):
     """Build apps on the test database with TEST_CONFIG plus overrides."""
     truncate(database_url)
     built = []
+    config = {**TEST_CONFIG, **work_of(request), "SQLALCHEMY_DATABASE_URI": _sa(database_url)}
 
     def build(**overrides):
         from app import create_app
         from app.jobs import estimate
 
         estimate.forget()  # the last test's jobs are not this one's recent jobs
-        app = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": _sa(database_url), **overrides})
+        app = create_app({**config, **overrides})
         built.append(app)
         return app
 
@@ -339,15 +352,17 @@ def upstream() -> Iterator[Upstream]:
 
 
 @contextmanager
-def processes(kind, database_url: str, logs: Path, name: str) -> Iterator[Callable]:
+def processes(kind, database_url: str, logs: Path, name: str, request) -> Iterator[Callable]:
     """Hand a test start(...): a new kind (Server, Worker) on the database, started.
 
     Each logs to logs/<name>-<n>.log; every one started is stopped at the end.
     """
     started = []
+    defaults = work_of(request)
 
     def start(*args, **env):
-        process = kind(database_url, logs / f"{name}-{len(started)}.log", *args, **env)
+        log = logs / f"{name}-{len(started)}.log"
+        process = kind(database_url, log, *args, **{**defaults, **env})
         started.append(process.start())
         return process
 
@@ -359,12 +374,12 @@ def processes(kind, database_url: str, logs: Path, name: str) -> Iterator[Callab
 
 
 @pytest.fixture
-def live(database_url, tmp_path):
+def live(database_url, tmp_path, request):
     """Start real gunicorn servers on the test database; stop them after the test."""
     from tests.live import Server
 
     truncate(database_url)
-    with processes(Server, database_url, tmp_path, "gunicorn") as start:
+    with processes(Server, database_url, tmp_path, "gunicorn", request) as start:
         yield start
 
 
@@ -379,21 +394,22 @@ def db_proxy(database_url):
 
 
 @pytest.fixture
-def proxied_live(database_url, db_proxy, tmp_path):
+def proxied_live(database_url, db_proxy, tmp_path, request):
     """Start a real gunicorn whose database connections go through the proxy."""
     from tests.live import Server
 
     truncate(database_url)
-    with processes(Server, db_proxy.url(database_url), tmp_path, "gunicorn") as start:
+    url = db_proxy.url(database_url)
+    with processes(Server, url, tmp_path, "gunicorn", request) as start:
         yield start
 
 
 @pytest.fixture
-def live_worker(database_url, tmp_path):
+def live_worker(database_url, tmp_path, request):
     """Start real queue workers (flask worker) on the test database; stop them after the test."""
     from tests.live import Worker
 
-    with processes(Worker, database_url, tmp_path, "worker") as start:
+    with processes(Worker, database_url, tmp_path, "worker", request) as start:
         yield start
 
 

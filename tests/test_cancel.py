@@ -2,8 +2,12 @@
 
 import uuid
 
+import pytest
+
 from tests.conftest import Actions, csrf_token, job_id_from, signed_in, wait_for
 from tests.test_jobs import attr
+
+pytestmark = pytest.mark.minimal_work
 
 REFUNDED = "You cancelled this assessment."
 

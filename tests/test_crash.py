@@ -4,7 +4,6 @@ The servers here run the minimal work (tests/minimal_work.py), not the report: w
 proven is the job machinery's, whatever the work computes (app/jobs/work.py).
 """
 
-import functools
 import signal
 import subprocess
 import sys
@@ -17,16 +16,9 @@ import requests
 from tests.conftest import wait_for
 from tests.live import FAST, User
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.minimal_work]
 
 LEASE = float(FAST["JOB_LEASE_SECONDS"])
-
-
-@pytest.fixture
-def live(live):
-    """Real gunicorn servers running the minimal work."""
-    return functools.partial(live, JOB_WORK="tests.minimal_work")
-
 
 POLL = 0.2
 

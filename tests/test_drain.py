@@ -9,7 +9,7 @@ from tests.conftest import wait_for
 from tests.live import User
 from tests.test_crash import assert_interrupted_and_refunded, ledger_check
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.minimal_work]
 
 
 QUEUE = {"JOB_EXECUTOR": "procrastinate", "JOB_LEASE_SECONDS": "600"}

@@ -17,7 +17,7 @@ from tests.conftest import off_the_main_thread
 from tests.live import Server, User
 from tests.test_crash import ledger_check
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.minimal_work]
 
 LEASE = 3.0
 POLL = 0.5

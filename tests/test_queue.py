@@ -15,6 +15,8 @@ from tests.conftest import (
     wait_for,
 )
 
+pytestmark = pytest.mark.minimal_work
+
 QUEUE = {"JOB_EXECUTOR": "procrastinate"}
 
 

@@ -5,9 +5,13 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from app.operations import failpoints
 from tests.conftest import Actions, chores_done, job_id_from, signed_in
 from tests.test_jobs import attr, clients_sharing_session, poll_until, settled
+
+pytestmark = pytest.mark.minimal_work
 
 
 def dead_job(sql, user_id, status="running"):

@@ -15,7 +15,7 @@ from tests.processes import BIN, ROOT, free_port
 from tests.test_crash import ledger_check, only_job
 from tests.test_sweep import settled_and_refunded
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.minimal_work]
 
 LEASE = float(FAST["JOB_LEASE_SECONDS"])
 
