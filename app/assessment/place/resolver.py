@@ -139,7 +139,7 @@ def resolve_place(query: str) -> Area:
                 "or its local-government code."
             )
         )
-    if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text) or google_point(text):
+    if point := _point(text):
         area = _by_point(float(point[1]), float(point[2]), text)
     elif code := POSTAL_CODE.match(text):
         area = _by_postal_code(text, code)
@@ -154,11 +154,19 @@ def resolve_place(query: str) -> Area:
     return area
 
 
-def google_point(text: str) -> re.Match[str] | None:
-    """Return the latitude and longitude a Google Maps link names (groups 1, 2), if any."""
+def _point(text: str) -> re.Match[str] | None:
+    """Return the latitude and longitude (groups 1, 2) the text names as a point, if any."""
+    if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text):
+        return point
     if not (link := GOOGLE_MAP_URL.search(text)):
         return None
     return next((m for pattern in GOOGLE_POINTS if (m := pattern.search(link[0]))), None)
+
+
+def _is_code(text: str) -> bool:
+    """Tell whether text is a local-government code: "01100-2" and "011 002" are too."""
+    digits = re.sub(r"[\s-]", "", text)
+    return digits.isascii() and digits.isdigit()
 
 
 def _by_point(lat: float, lon: float, typed: str = "") -> Area:
@@ -205,16 +213,9 @@ def _by_point(lat: float, lon: float, typed: str = "") -> Area:
         outlines.POINT_RADIUS_M,
         approximate_location=approximate,
         location_basis=unit.name_ja if approximate else "",
-        address={
-            "input": typed,
-            # The 町丁目 the point lies in, by the nearest representative point: a name
-            # a reader knows ("丸の内一丁目"), where the point is within its circle.
-            "matched": f"{unit.prefecture_ja}{unit.name_ja}{street.name if street else ''}",
-            "precision": "point",
-            "banchi": "",
-            "source": "geolonia" if street else "",
-            "as_of": addresses.meta()["snapshot"] if street else "",
-        },
+        # The 町丁目 the point lies in, by the nearest representative point: a name a
+        # reader knows ("丸の内一丁目"), where the point is within its circle.
+        address=_address(typed, unit, street, "point", ""),
     )
 
 
@@ -236,11 +237,10 @@ def _by_text_near(text: str, lat: float, lon: float) -> Area:
 
 
 def _by_text(text: str) -> Area:
-    digits = re.sub(r"[\s-]", "", text)  # "01100-2" and "011 002" are codes too
-    if digits.isascii() and digits.isdigit():
-        return _by_code(digits)
+    if _is_code(text):
+        return _by_code(re.sub(r"[\s-]", "", text))
     if is_romaji(text):
-        return _by_romaji(text)
+        return _romaji_place(text)[0]
     return _by_japanese(text)
 
 
@@ -390,8 +390,7 @@ def _by_town(text: str, units: list[Area], street: str) -> Area:
     """Offer the 町丁目 typed without its municipality where it is: always as a choice,
     even one (a station or landmark may share a name with a 町丁目 far away: 三宮)."""
     if len(units) > addresses.MAX_CANDIDATES:
-        kyoto = {unit.code5: unit.name_ja.startswith("京都市") for unit in units}
-        raise _towns_offered(text, units, lambda u, codes: addresses.find(codes, street, kyoto[u]))
+        raise _towns_offered(text, units, lambda u, codes: addresses.find(codes, street, _kyoto(u)))
     return _asked(text, _by_street(text, units, street))
 
 
@@ -399,7 +398,7 @@ MAX_TOWN_UNITS = 30  # past it, a list of municipalities helps no one: ask for t
 
 
 def _towns_offered(
-    text: str, units: list[Area], find: Callable[[str, list[str]], addresses.Found]
+    text: str, units: list[Area], find: Callable[[Area, list[str]], addresses.Found]
 ) -> PlaceAmbiguous | PlaceNotFound:
     """Ask which municipality's 町丁目 a name more than 12 have is, one choice each: its
     町丁目 where one fits, else its town by name, whose 丁目 is asked once it is chosen."""
@@ -407,7 +406,7 @@ def _towns_offered(
         return PlaceNotFound(TOO_MANY_TOWNS, query=text, num=len(units))
     choices: dict[str, Area] = {}
     for unit in units:
-        found = find(unit.code5, _street_codes(gazetteer(), unit))
+        found = find(unit, _street_codes(gazetteer(), unit))
         if len(found.streets) == 1:
             area = _street_area(found.streets[0], text, found.rest)
         elif found.streets:
@@ -484,6 +483,11 @@ STREETS = N_(
 )
 
 
+def _kyoto(area: Area) -> bool:
+    """Tell whether area is in Kyoto city, whose addresses may name its streets first."""
+    return area.name_ja.startswith("京都市")
+
+
 def _streets_offered(text: str, choices: list[Area]) -> PlaceAmbiguous:
     """Return the question of which 町丁目 the text meant, the choices offered free."""
     return PlaceAmbiguous(text, choices, [(STREETS, {"query": text, "num": len(choices)})])
@@ -499,11 +503,7 @@ def _by_street(text: str, areas: list[Area], street: str) -> Area:
             searched.append((area, codes))
     if not searched:  # no streets in the data for this unit: the municipality, as before
         return _one(text, areas)
-    kyoto = [area.name_ja.startswith("京都市") for area, _ in searched]
-    found = [
-        addresses.find(codes, street, kyoto=k)
-        for (area, codes), k in zip(searched, kyoto, strict=True)
-    ]
+    found = [addresses.find(codes, street, kyoto=_kyoto(area)) for area, codes in searched]
     # One name at one point is one place, however often the data lists it (浜松市's old
     # wards' towns, under each unit that covers them).
     once = {(s.name, s.lat, s.lon): s for f in reversed(found) for s in reversed(f.streets)}
@@ -540,24 +540,27 @@ def _street_area(street: addresses.Street, typed: str, rest: str) -> Area:
         lat,
         lon,
         street.radius_m,
-        address={
-            "input": typed,
-            "matched": f"{unit.prefecture_ja}{unit.name_ja}{street.name}",
-            "precision": "chome",
-            "banchi": rest,
-            "source": "geolonia",
-            "as_of": addresses.meta()["snapshot"],
-        },
+        address=_address(typed, unit, street, "chome", rest),
     )
+
+
+def _address(
+    typed: str, unit: Area, street: addresses.Street | None, precision: str, banchi: str
+) -> dict[str, str]:
+    """Return what was typed and where it was placed: unit's 町丁目, or unit alone."""
+    return {
+        "input": typed,
+        "matched": f"{unit.prefecture_ja}{unit.name_ja}{street.name if street else ''}",
+        "precision": precision,
+        "banchi": banchi,
+        "source": "geolonia" if street else "",
+        "as_of": addresses.meta()["snapshot"] if street else "",
+    }
 
 
 def _ja_prefecture(gaz: Gazetteer, name: str) -> str | None:
     key = ja_key(name)
     return gaz.ja_pref_full.get(key) or gaz.ja_pref_short.get(key)
-
-
-def _by_romaji(text: str) -> Area:
-    return _romaji_place(text)[0]
 
 
 def _romaji_place(text: str) -> tuple[Area, str]:
@@ -593,17 +596,9 @@ def unread(query: str) -> str:
     the submit asks before a point is spent on the whole municipality.
     """
     text = unicodedata.normalize("NFKC", query).strip()
-    digits = re.sub(r"[\s-]", "", text)
-    if (
-        not text
-        or LAT_LON.fullmatch(text)
-        or GSI_MAP_URL.search(text)
-        or google_point(text)
-        or POSTAL_CODE.match(text)
-        or NEAR.fullmatch(text)
-        or (digits.isascii() and digits.isdigit())
-        or not is_romaji(text)
-    ):
+    if not text or _point(text) or POSTAL_CODE.match(text) or NEAR.fullmatch(text):
+        return ""
+    if _is_code(text) or not is_romaji(text):
         return ""
     try:
         return _romaji_place(text)[1]
@@ -744,10 +739,6 @@ def _one(query: str, areas: Iterable[Area]) -> Area:
 def _suggest(key: str, indexes: Sequence[Index], code2: str | None = None) -> Iterator[Area]:
     # A generator: a postal code followed by a street reads the street as a name first,
     # and only a PlaceNotFound that reaches the user needs its suggestions.
-    yield from _close_matches(key, indexes, code2)
-
-
-def _close_matches(key: str, indexes: Sequence[Index], code2: str | None) -> list[Area]:
     merged: Index = {}
     for index in indexes:
         for name, areas in index.items():
@@ -756,7 +747,7 @@ def _close_matches(key: str, indexes: Sequence[Index], code2: str | None) -> lis
     suggestions: dict[Area, None] = {}
     for name in difflib.get_close_matches(key, [k for k, v in merged.items() if v], n=20):
         suggestions.update(dict.fromkeys(filter(current, merged[name])))
-    return list(suggestions)[:MAX_SUGGESTIONS]
+    yield from list(suggestions)[:MAX_SUGGESTIONS]
 
 
 def _prefecture_given(gaz: Gazetteer, pref: Prefecture) -> PlaceNotFound:
@@ -802,17 +793,7 @@ def preview(query: str) -> Preview:
         return Preview(query, towns=words["num"] if template == TOO_MANY_TOWNS else 0)
     code = POSTAL_CODE.match(text)
     number = postal.formatted(postal.normalise(code[1])) if code else None
-    gaz = gazetteer()
-    wards: list[Area] = []
-    if not gaz.is_ward(area):
-        wards = [
-            other
-            for other in gaz.areas
-            if gaz.is_ward(other)
-            and other.code[:2] == area.code[:2]
-            and other.name_ja.startswith(area.name_ja)
-            and other.name_ja != area.name_ja
-        ]
+    wards = [gazetteer().by_code5[code5] for code5 in _wards(area.code5)]
     # The example is a ward the city has (Kyoto has no 中央区): its 中央区 if it has one.
     wards.sort(key=lambda ward: (not ward.name_ja.endswith("中央区"), ward.code))
     example = wards[0] if wards else None
