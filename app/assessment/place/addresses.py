@@ -23,6 +23,7 @@ import re
 import threading
 import unicodedata
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -253,37 +254,32 @@ def units_with_romaji(text: str) -> list[str]:
     key = _romaji_words(text)[1]
     if len(key) < 2:  # punctuation, or a letter: no name
         return []
+    return next((codes for base, codes in _towns(key) if base == key), [])
+
+
+def _towns(key: str) -> Iterator[tuple[str, list[str]]]:
+    """Yield the town index's names (keys) and the units having each, from key's member."""
     try:
         lines = _read(_town_member(key)).decode("utf-8").splitlines()
     except KeyError:
-        return []
-    return next((codes.split() for base, codes in map(_split_tab, lines) if base == key), [])
-
-
-def _split_tab(line: str) -> tuple[str, str]:
-    base, codes = line.split("\t")
-    return base, codes
+        return
+    for line in lines:
+        base, codes = line.split("\t")
+        yield base, codes.split()
 
 
 def units_with_town(text: str) -> list[str]:
     """Return the municipalities having the 町丁目 (of two characters or more) that text
     starts with, the longest name that any has; [] when no such name starts it."""
     key = re.sub(r"^大?字", "", town_key(unicodedata.normalize("NFKC", text).strip()))
-    try:
-        lines = _read(_town_member(key)).decode("utf-8").splitlines()
-    except KeyError:
-        return []
-    found = [line.split("\t") for line in lines]
     # What follows the name must be its 丁目 or 番地 (or nothing): 名古屋駅 is no street of
     # a 名古屋 町丁目, nor 博多駅 of 博多.
     fits = [
         (base, codes)
-        for base, codes in found
+        for base, codes in _towns(key)
         if len(base) >= 2 and key.startswith(base) and re.match(r"(-?[0-9]|$)", key[len(base) :])
     ]
-    if not fits:
-        return []
-    return max(fits, key=lambda fit: len(fit[0]))[1].split()
+    return max(fits, key=lambda fit: len(fit[0]))[1] if fits else []
 
 
 @functools.lru_cache(maxsize=STREETS_KEPT)

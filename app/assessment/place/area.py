@@ -75,14 +75,6 @@ def tiles_around(lat: float, lon: float, zoom: int = TILE_ZOOM) -> tuple[Tile, .
     return tuple((zoom, tx, ty) for ty in ys for tx in xs)
 
 
-TILES_PER_AREA = 4
-
-
-def tile_key(tile: Tile) -> str:
-    """Return the "z/x/y" key by which upstream datasets are fetched per tile."""
-    return "/".join(str(part) for part in tile)
-
-
 def spot(unit: Area, lat: float, lon: float, radius_m: float, **fields: Any) -> Area:
     """Return unit as a spot's area: the point, the circle of radius_m around it, its tiles.
 

