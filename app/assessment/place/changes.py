@@ -39,37 +39,3 @@ def load() -> dict[str, Change]:
         )
         for code5, group in rows.items()
     }
-
-
-def disagreements(
-    japancode: dict[str, str], today: dict[str, str], changes: dict[str, Change]
-) -> list[str]:
-    """List what japancode's and Japan Post's codes (code5 -> name) disagree on, unexplained.
-
-    A designated city (浜松市) has no postal codes of its own, only its wards do: that is
-    not a disagreement. Everything else must be explained by a change.
-    """
-    cities = {name.split(" ")[0] + code5[:2] for code5, name in japancode.items() if " " in name}
-    new_codes = {code[:5]: change for change in changes.values() for code in change.new_codes}
-    found = []
-    for code5 in sorted(japancode.keys() - today.keys()):
-        if code5 not in changes and japancode[code5] + code5[:2] not in cities:
-            found.append(
-                f"{code5} {japancode[code5]}: in japancode, not in Japan Post's data. "
-                "If it was abolished, add what it became to data/municipal_changes.csv."
-            )
-    for code5 in sorted(today.keys() - japancode.keys()):
-        if code5 not in new_codes:
-            found.append(
-                f"{code5} {today[code5]}: new in Japan Post's data. Add the change that "
-                "created it to data/municipal_changes.csv (its coordinates are borrowed)."
-            )
-    for code5, change in sorted(changes.items()):
-        if code5 in today:
-            found.append(
-                f"{code5} {change.old_name}: listed as abolished, yet it has postal codes."
-            )
-        for code in change.new_codes:
-            if code[:5] not in today:
-                found.append(f"{code} (successor of {code5}): not in Japan Post's data.")
-    return found
