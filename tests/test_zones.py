@@ -21,6 +21,7 @@ from app.assessment.errors import PlaceNotFound
 from app.assessment.grid import tiles, zones
 from app.assessment.place import outlines
 from app.assessment.report.analysis import LAYERS, describe, translate
+from app.assessment.report.provenance import outline_edition
 from app.assessment.sources import jshis, terms
 from app.assessment.sources.jshis import LIQUEFACTION_TENDENCY
 from app.assessment.sources.providers import make_provider
@@ -190,8 +191,8 @@ def test_a_unit_the_main_source_lacks_reads_a_coarser_outline_said_so(
     assert "smartnews-smri/japan-topography" in meta["fallback"]["via"]
     credit = "「国土数値情報（行政区域データ）」（国土交通省）を加工して作成"
     assert meta["fallback"]["credit_ja"] == meta["source"]["credit_ja"] == credit
-    assert outlines.edition(area)[1].startswith("N03-21_210101 (as of 2021-01-01")
-    assert outlines.edition(resolve_place("千代田区"))[1].startswith("N03-22_220101")
+    assert outline_edition(area)[1].startswith("N03-21_210101 (as of 2021-01-01")
+    assert outline_edition(resolve_place("千代田区"))[1].startswith("N03-22_220101")
 
 
 def test_a_point_near_a_coarse_outline_is_named_by_the_better_outline_or_that_unit():

@@ -181,20 +181,6 @@ def coarse_codes() -> set[str]:
     return set(meta().get("fallback", {}).get("units", []))
 
 
-def edition(area: Any) -> tuple[str, str]:
-    """Return which N03 edition, via which copy, gave the area's outline (Japanese, English)."""
-    if getattr(area, "code5", "") in coarse_codes():
-        return (
-            "N03-21_210101（2021年1月1日時点、1%に簡素化）、smartnews-smri/japan-topography経由",
-            "N03-21_210101 (as of 2021-01-01, simplified to 1 %), "
-            "via smartnews-smri/japan-topography",
-        )
-    return (
-        "N03-22_220101（2022年1月1日時点）",
-        "N03-22_220101 (as of 2022-01-01), via geolonia/japanese-admins",
-    )
-
-
 def nearest_coarse(lat: float, lon: float, codes: set[str] | None = None) -> str | None:
     """Return the unit of coarse outline nearest the point, if within NEAR_COARSE_KM."""
     k = math.cos(math.radians(lat))

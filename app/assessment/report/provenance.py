@@ -127,8 +127,8 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
             "real": True,
             "credit_ja": "出典：" + meta["source"]["credit_ja"] + "（簡略化）",
             "credit_en": meta["source"]["credit_en"] + " (simplified)",
-            "version_ja": outlines.edition(area)[0],
-            "version_en": outlines.edition(area)[1],
+            "version_ja": outline_edition(area)[0],
+            "version_en": outline_edition(area)[1],
         }
     )
     services.append(
@@ -183,3 +183,17 @@ def _terms(row: dict[str, str]) -> dict[str, Any]:
         "statement_links": (row.get("statement_links") or "").split(),
         "source": row.get("source", ""),
     }
+
+
+def outline_edition(area: Any) -> tuple[str, str]:
+    """Return which N03 edition, via which copy, gave the area's outline (Japanese, English)."""
+    if getattr(area, "code5", "") in outlines.coarse_codes():
+        return (
+            "N03-21_210101（2021年1月1日時点、1%に簡素化）、smartnews-smri/japan-topography経由",
+            "N03-21_210101 (as of 2021-01-01, simplified to 1 %), "
+            "via smartnews-smri/japan-topography",
+        )
+    return (
+        "N03-22_220101（2022年1月1日時点）",
+        "N03-22_220101 (as of 2022-01-01), via geolonia/japanese-admins",
+    )
