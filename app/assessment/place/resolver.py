@@ -78,7 +78,6 @@ __all__ = [
     "resolve_place",
 ]
 
-# Japanese postal codes: 3 digits, a hyphen (of any width or style) or none, 4 digits.
 # A point: decimal latitude and longitude, or a GSI map URL's "#zoom/lat/lon".
 LAT_LON = re.compile(r"(-?[0-9]{1,3}\.[0-9]+)\s*[,、\s]\s*(-?[0-9]{1,3}\.[0-9]+)")
 GSI_MAP_URL = re.compile(
@@ -96,6 +95,7 @@ GOOGLE_POINTS = (
 )
 JAPAN_BOX = (20.0, 122.0, 46.5, 154.0)  # south, west, north, east
 NEAR_MISSING_KM = 15.0
+# Japanese postal codes: 3 digits, a hyphen (of any width or style) or none, 4 digits.
 POSTAL_CODE = re.compile(r"(?:〒\s*)?([0-9]{3}[-‐‑‒–—―−ー]?[0-9]{4})(?![0-9])")
 # What separates the parts of a place: 伊達市（北海道）, "Chuo-ku, Sapporo", 北海道、伊達市.
 PART_SEPARATOR = re.compile(r"[,;、()\[\]【】「」]")
@@ -354,7 +354,6 @@ def _by_code(digits: str) -> Area:
 def _by_japanese(text: str) -> Area:
     gaz = gazetteer()
     parts = PART_SEPARATOR.sub(" ", text).split()
-    # The prefecture may follow the name: 伊達市（北海道）, 府中市 東京都.
     code2 = _ja_prefecture(gaz, parts[-1]) if len(parts) > 1 else None
     named = " ".join(parts[:-1] if code2 else parts)  # the text but for a trailing prefecture
     key = ja_key(named.replace(" ", ""))
@@ -623,7 +622,6 @@ def _romaji_read(text: str) -> tuple[Area, str]:
     starts = [i for i, (number, _) in enumerate(words) if i == 0 or words[i - 1][0] != number]
     for start in starts:
         run = [word for _, word in words[start:]]
-        # Reading through digits or punctuation in a word would make "S.a.p.p.o.r.o" Sapporo.
         if not all(NAME_WORD.fullmatch(word) for word in run):
             continue
         key = romaji_key(" ".join(run))
