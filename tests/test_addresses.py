@@ -246,7 +246,7 @@ ROUND_TRIP = [f"261{ward:02d}" for ward in range(1, 12)] + [
 
 @pytest.mark.parametrize("code5", ROUND_TRIP)
 def test_every_chome_offered_as_a_choice_resolves_back_to_itself(code5: str) -> None:
-    from app.assessment.place.resolver import _street_area
+    from app.assessment.place.streets import _street_area
 
     assert addresses.streets(code5), code5
     for entry in addresses.streets(code5):
