@@ -246,11 +246,11 @@ ROUND_TRIP = [f"261{ward:02d}" for ward in range(1, 12)] + [
 
 @pytest.mark.parametrize("code5", ROUND_TRIP)
 def test_every_chome_offered_as_a_choice_resolves_back_to_itself(code5: str) -> None:
-    from app.assessment.place.streets import _street_area
+    from app.assessment.place.streets import street_area
 
     assert addresses.streets(code5), code5
     for entry in addresses.streets(code5):
-        offered = _street_area(entry.street, "", "")
+        offered = street_area(entry.street, "", "")
         back = resolve_place(query_for(offered))
         assert (back.lat, back.lon) == (offered.lat, offered.lon), query_for(offered)
         assert back.address["matched"] == offered.address["matched"]

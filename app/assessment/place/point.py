@@ -12,7 +12,7 @@ from ..errors import N_, PlaceNotFound
 from . import addresses, outlines
 from .area import Area, spot
 from .gazetteer import gazetteer
-from .streets import _address
+from .streets import address_record
 
 # A point: decimal latitude and longitude, or a GSI map URL's "#zoom/lat/lon".
 LAT_LON = re.compile(r"(-?[0-9]{1,3}\.[0-9]+)\s*[,、\s]\s*(-?[0-9]{1,3}\.[0-9]+)")
@@ -33,7 +33,7 @@ JAPAN_BOX = (20.0, 122.0, 46.5, 154.0)  # south, west, north, east
 NEAR_MISSING_KM = 15.0
 
 
-def _point(text: str) -> re.Match[str] | None:
+def named_point(text: str) -> re.Match[str] | None:
     """Return the latitude and longitude (groups 1, 2) the text names as a point, if any."""
     if point := LAT_LON.fullmatch(text) or GSI_MAP_URL.search(text):
         return point
@@ -42,7 +42,8 @@ def _point(text: str) -> re.Match[str] | None:
     return next((m for pattern in GOOGLE_POINTS if (m := pattern.search(link[0]))), None)
 
 
-def _by_point(lat: float, lon: float, typed: str = "") -> Area:
+def by_point(lat: float, lon: float, typed: str = "") -> Area:
+    """Return the spot at a point in Japan: its unit, its circle and the 町丁目 it lies in."""
     south, west, north, east = JAPAN_BOX
     if not (south <= lat <= north and west <= lon <= east):
         raise PlaceNotFound(
@@ -66,7 +67,9 @@ def _by_point(lat: float, lon: float, typed: str = "") -> Area:
     if not found:
         # A unit neither outline source has (none shipped now): the nearest such centre, if close.
         missing = set(outlines.meta()["missing"]) & current
-        near = sorted((_km(lat, lon, gaz.by_code5[c].lat, gaz.by_code5[c].lon), c) for c in missing)
+        near = sorted(
+            (km_between(lat, lon, gaz.by_code5[c].lat, gaz.by_code5[c].lon), c) for c in missing
+        )
         if not near or near[0][0] > NEAR_MISSING_KM:
             raise PlaceNotFound(
                 N_(
@@ -88,11 +91,12 @@ def _by_point(lat: float, lon: float, typed: str = "") -> Area:
         location_basis=unit.name_ja if approximate else "",
         # The 町丁目 the point lies in, by the nearest representative point: a name a
         # reader knows ("丸の内一丁目"), where the point is within its circle.
-        address=_address(typed, unit, street, "point", ""),
+        address=address_record(typed, unit, street, "point", ""),
     )
 
 
-def _km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+def km_between(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Return the distance between two points in km (flat, fine within a prefecture)."""
     d_lat = (lat2 - lat1) * 111.32
     d_lon = (lon2 - lon1) * 111.32 * math.cos(math.radians(lat1))
     return math.hypot(d_lat, d_lon)

@@ -62,28 +62,28 @@ from .gazetteer import check_digit, gazetteer
 from .keys import is_romaji, ja_key, romaji_key
 from .names import (
     PART_SEPARATOR,
-    _exact,
-    _in_pref,
-    _ja_prefecture,
-    _longest_prefix,
-    _one,
-    _prefecture_given,
-    _romaji_in_prefecture,
-    _strip_prefecture,
-    _suggest,
+    exact_names,
+    in_prefecture,
+    ja_prefecture,
+    longest_prefix,
+    prefecture_given,
+    romaji_in_prefecture,
+    strip_prefecture,
+    suggestions,
+    the_one,
 )
-from .point import _by_point, _km, _point
+from .point import by_point, km_between, named_point
 from .streets import (
     TOO_MANY_TOWNS,
-    _by_street,
-    _by_town,
-    _romaji_town,
-    _street_area,
-    _street_codes,
-    _street_in,
-    _street_part,
-    _streets_offered,
-    _wards,
+    by_street,
+    by_town,
+    romaji_town,
+    street_area,
+    street_codes,
+    street_in,
+    street_part,
+    streets_offered,
+    wards_of,
 )
 
 __all__ = [
@@ -135,8 +135,8 @@ def resolve_place(query: str) -> Area:
                 "or its local-government code."
             )
         )
-    if point := _point(text):
-        area = _by_point(float(point[1]), float(point[2]), text)
+    if point := named_point(text):
+        area = by_point(float(point[1]), float(point[2]), text)
     elif code := POSTAL_CODE.match(text):
         area = _by_postal_code(text, code)
     elif near := NEAR.fullmatch(text):
@@ -161,7 +161,7 @@ def _by_text_near(text: str, lat: float, lon: float) -> Area:
     try:
         return _by_text(text)
     except PlaceAmbiguous as exc:
-        near = [a for a in exc.choices if _km(a.lat, a.lon, lat, lon) * 1000 <= NEAR_METRES]
+        near = [a for a in exc.choices if km_between(a.lat, a.lon, lat, lon) * 1000 <= NEAR_METRES]
         if len(near) != 1:
             raise
         return near[0]
@@ -199,12 +199,12 @@ def _by_postal_code(text: str, match: re.Match[str]) -> Area:
         # The postal code picks among the names' choices: 〒183-0000 府中市 is Tokyo's.
         if len(picked := [area for area in exc.choices if area.code5 in codes]) == 1:
             return picked[0]
-        if street := _street_in(sorted(codes), rest, text):
+        if street := street_in(sorted(codes), rest, text):
             return street
         raise
     except PlaceNotFound:
         if covered:  # a street after the code: 〒430-0946 元城町1-2
-            return _street_in(sorted(codes), rest, text) or _by_covered(number, covered)
+            return street_in(sorted(codes), rest, text) or _by_covered(number, covered)
         raise
     if not covered or area.code5 in codes:
         return area
@@ -268,7 +268,7 @@ def _by_code(digits: str) -> Area:
         raise PlaceSuperseded(digits, [gaz.former[code5]])
     for pref in gaz.prefectures.values():
         if pref.code[:5] == code5:
-            raise _prefecture_given(gaz, pref)
+            raise prefecture_given(gaz, pref)
     raise PlaceNotFound(
         N_("No municipality has the local-government code %(digits)s."), digits=digits
     )
@@ -277,33 +277,33 @@ def _by_code(digits: str) -> Area:
 def _by_japanese(text: str) -> Area:
     gaz = gazetteer()
     parts = PART_SEPARATOR.sub(" ", text).split()
-    code2 = _ja_prefecture(gaz, parts[-1]) if len(parts) > 1 else None
+    code2 = ja_prefecture(gaz, parts[-1]) if len(parts) > 1 else None
     named = " ".join(parts[:-1] if code2 else parts)  # the text but for a trailing prefecture
     key = ja_key(named.replace(" ", ""))
-    if areas := _exact(gaz, gaz.ja_full, gaz.ja_base, key, code2):
-        return _one(text, areas)
-    if pref := _ja_prefecture(gaz, key):
-        raise _prefecture_given(gaz, gaz.prefectures[pref])
-    lead2, rest = _strip_prefecture(key, gaz.ja_pref_full)
+    if areas := exact_names(gaz, gaz.ja_full, gaz.ja_base, key, code2):
+        return the_one(text, areas)
+    if pref := ja_prefecture(gaz, key):
+        raise prefecture_given(gaz, gaz.prefectures[pref])
+    lead2, rest = strip_prefecture(key, gaz.ja_pref_full)
     if lead2 and code2 and lead2 != code2:
         raise PlaceNotFound(N_('"%(query)s" names two different prefectures.'), query=text)
     code2 = code2 or lead2
-    if areas := _exact(gaz, gaz.ja_full, gaz.ja_base, rest, code2):
-        return _one(text, areas)
-    areas, end = _longest_prefix((gaz.ja_full, gaz.ja_district), rest, code2)
+    if areas := exact_names(gaz, gaz.ja_full, gaz.ja_base, rest, code2):
+        return the_one(text, areas)
+    areas, end = longest_prefix((gaz.ja_full, gaz.ja_district), rest, code2)
     if areas:
-        street = _street_part(text, len(rest) - end)
+        street = street_part(text, len(rest) - end)
         if street:  # an address: the 町丁目 after the municipality's name
-            return _by_street(text, areas, street)
-        return _one(text, areas)
+            return by_street(text, areas, street)
+        return the_one(text, areas)
     towns = [
         gaz.by_code5[code5] for code5 in addresses.units_with_town(rest) if code5 in gaz.by_code5
     ]
-    if units := _in_pref(towns, code2):
-        return _by_town(text, units, _street_part(named, len(rest)) or named)
+    if units := in_prefecture(towns, code2):
+        return by_town(text, units, street_part(named, len(rest)) or named)
     raise PlaceNotFound(
         N_('No municipality matches "%(query)s".'),
-        _suggest(rest, (gaz.ja_full, gaz.ja_base), code2),
+        suggestions(rest, (gaz.ja_full, gaz.ja_base), code2),
         query=text,
     )
 
@@ -317,12 +317,12 @@ def _romaji_place(text: str) -> tuple[Area, str]:
     area, skipped = _romaji_read(text)
     if not skipped:
         return area, ""
-    found = addresses.find_romaji(_street_codes(gazetteer(), area), skipped)
+    found = addresses.find_romaji(street_codes(gazetteer(), area), skipped)
     if len(found.streets) == 1:
-        return _street_area(found.streets[0], text, found.rest), ""
+        return street_area(found.streets[0], text, found.rest), ""
     if 1 < len(found.streets) <= addresses.MAX_CANDIDATES:
-        choices = [_street_area(street, text, found.rest) for street in found.streets]
-        raise _streets_offered(text, choices)
+        choices = [street_area(street, text, found.rest) for street in found.streets]
+        raise streets_offered(text, choices)
     return area, skipped  # none, or too many to be what was meant: said unread
 
 
@@ -341,7 +341,7 @@ def unread(query: str) -> str:
     the submit asks before a point is spent on the whole municipality.
     """
     text = unicodedata.normalize("NFKC", query).strip()
-    if not text or _point(text) or POSTAL_CODE.match(text) or NEAR.fullmatch(text):
+    if not text or named_point(text) or POSTAL_CODE.match(text) or NEAR.fullmatch(text):
         return ""
     if _is_code(text) or not is_romaji(text):
         return ""
@@ -376,18 +376,18 @@ def _romaji_read(text: str) -> tuple[Area, str]:
         skipped = ", ".join(
             part.strip() for part in PART_SEPARATOR.split(text)[: words[start][0]] if part.strip()
         )
-        if areas := _exact(gaz, gaz.romaji_full, gaz.romaji_base, key):
-            return _one(text, areas), skipped
+        if areas := exact_names(gaz, gaz.romaji_full, gaz.romaji_base, key):
+            return the_one(text, areas), skipped
         if start == 0 and key in gaz.romaji_pref:
-            raise _prefecture_given(gaz, gaz.prefectures[gaz.romaji_pref[key]])
-        if areas := _romaji_in_prefecture(gaz, key):
-            return _one(text, areas), skipped
+            raise prefecture_given(gaz, gaz.prefectures[gaz.romaji_pref[key]])
+        if areas := romaji_in_prefecture(gaz, key):
+            return the_one(text, areas), skipped
     if units := [gaz.by_code5[c] for c in addresses.units_with_romaji(text) if c in gaz.by_code5]:
-        return _romaji_town(text, units), ""  # a 町丁目 alone: "Sangenjaya 2-chome"
+        return romaji_town(text, units), ""  # a 町丁目 alone: "Sangenjaya 2-chome"
     key = romaji_key(text)
     raise PlaceNotFound(
         N_('No municipality matches "%(query)s".'),
-        _suggest(key.removesuffix("japan") or key, (gaz.romaji_full, gaz.romaji_base)),
+        suggestions(key.removesuffix("japan") or key, (gaz.romaji_full, gaz.romaji_base)),
         query=text,
     )
 
@@ -419,7 +419,7 @@ def preview(query: str) -> Preview:
         return Preview(query, towns=words["num"] if template == TOO_MANY_TOWNS else 0)
     code = POSTAL_CODE.match(text)
     number = postal.formatted(postal.normalise(code[1])) if code else None
-    wards = [gazetteer().by_code5[code5] for code5 in _wards(area.code5)]
+    wards = [gazetteer().by_code5[code5] for code5 in wards_of(area.code5)]
     # The example is a ward the city has (Kyoto has no 中央区): its 中央区 if it has one.
     wards.sort(key=lambda ward: (not ward.name_ja.endswith("中央区"), ward.code))
     example = wards[0] if wards else None
