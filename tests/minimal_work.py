@@ -93,5 +93,12 @@ def written(result: dict[str, Any], lang: str | None) -> None:
     return None  # no page of its own: the job's status says it all
 
 
+KIND = "'job'"  # one kind: every job waits as long
+
+
+def kind(job_input: dict[str, Any] | None) -> str:
+    return "job"
+
+
 def shutdown() -> None:
     pass

@@ -3,6 +3,8 @@
 import json
 import re
 
+import pytest
+
 from app.jobs import estimate
 from tests.conftest import signed_in
 
@@ -71,6 +73,27 @@ def test_a_point_is_told_the_points_time_not_the_cities(make_app, sql):
     with app.app_context():
         assert estimate.typical_seconds("place") == 42
         assert estimate.typical_seconds() == 22.5  # the dashboard's: all of them
+
+
+@pytest.mark.minimal_work
+def test_another_work_s_jobs_are_timed_by_the_kinds_that_work_names(make_app, sql):
+    # The minimal work has one kind: its point-like job is told the median of every job.
+    app, client, actions = signed_in(make_app)
+    user_id = sql("SELECT id FROM users")[0][0]
+    seed_finished(sql, user_id, [40, 42, 44])
+    seed_finished(sql, user_id, [3, 4, 5], area={"radius_m": 500.0})
+    job_id = sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, progress, step,"
+        " started_at, heartbeat_at, area) VALUES (%(u)s, 'x', 'en', 'running', 0, 'parts:',"
+        " now(), now(), '{\"radius_m\": 500.0}') RETURNING id",
+        u=user_id,
+    )[0][0]
+    estimate.forget()
+    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    assert 'data-typical="22.5"' in html
+    with app.app_context():
+        assert estimate.typical_seconds("job") == estimate.typical_seconds() == 22.5
+        assert estimate.typical_seconds("point") is None
 
 
 def test_the_time_left_moves_from_the_typical_pace_to_the_job_s_own_without_a_jump():

@@ -25,6 +25,9 @@ from .work import ANALYSING_STEP, LAYERS_STEP, run_assessment
 Refundable = ProviderError
 HOSTED = "app.assessment.hosted:setup"
 PARTS_STEP = LAYERS_STEP  # "layers:flood,tsunami": the page ticks each layer read
+# A point's report reads a few tiles around it, a municipality's its whole outline: each
+# kind has its own typical time (app/jobs/estimate.py), a point's circle its radius.
+KIND = "CASE WHEN coalesce((area->>'radius_m')::float, 0) > 0 THEN 'point' ELSE 'place' END"
 __all__ = ["HOSTED", "PARTS_STEP", "AlreadyReported", "Refundable", "Stopped"]
 
 
@@ -125,6 +128,11 @@ def steps(step: str, status: str) -> list[tuple[Layer, bool]]:
 def written(result: dict[str, Any], lang: str | None) -> dict[str, Any]:
     """Return a kept report in lang (its own language when lang is none of ours), no fetch."""
     return translate(result, lang if lang in LANGS else result["lang"])
+
+
+def kind(job_input: dict[str, Any] | None) -> str:
+    """Return a job's kind for its typical time, as KIND says: "point" (a circle) or "place"."""
+    return "point" if job_input and float(job_input.get("radius_m") or 0) > 0 else "place"
 
 
 def shutdown() -> None:

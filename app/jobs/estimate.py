@@ -1,12 +1,14 @@
-"""How long an assessment takes now: the median of the recent finished ones, read rarely.
+"""How long a job takes now: the median of the recent finished ones, read rarely.
 
 The status poll shows the time left from this figure, so it must cost the poll nothing:
 each process reads it at most once a minute (one SELECT over the last jobs), and a page
 between reads uses the figure it has. None until some job has finished.
 
-A point's report reads a few tiles around it and a municipality's a whole outline (seconds
-against half a minute or more), so each kind has its own median: a point is not told the
-cities' time. seconds_left() turns the figure and a job's progress into its time left.
+Jobs of one work may differ in kind (a point's report reads a few tiles around it, a
+municipality's a whole outline: seconds against half a minute or more), so each kind has
+its own median: a point is not told the cities' time. The work says which kind a job is
+(its KIND in SQL, kind() in Python: app/jobs/work.py). seconds_left() turns the figure and
+a job's progress into its time left.
 """
 
 import math
@@ -14,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import text
 
 from ..extensions import db
@@ -22,28 +25,21 @@ REFRESH_SECONDS = 60.0
 RECENT_JOBS = 50
 
 # Jobs that did the work (not those made whole from the cache, which take no time): the
-# last RECENT_JOBS of each kind, and the median of each kind and of all.
-RECENT_SQL = text(
-    "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FILTER (WHERE point),"
-    "  percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FILTER (WHERE NOT point),"
-    "  percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FROM ("
-    "  SELECT seconds, point, row_number() OVER (PARTITION BY point ORDER BY finished_at DESC)"
+# last RECENT_JOBS of each kind, and the median of each kind and of all (ROLLUP's row,
+# whose kind is NULL; a work's kind is never NULL).
+RECENT_SQL = (
+    "SELECT kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FROM ("
+    "  SELECT seconds, kind, row_number() OVER (PARTITION BY kind ORDER BY finished_at DESC)"
     "    AS nth FROM ("
     "    SELECT extract(epoch FROM finished_at - started_at) AS seconds, finished_at,"
-    "      coalesce((area->>'radius_m')::float, 0) > 0 AS point FROM assessment_jobs"
+    "      coalesce(({kind})::text, '') AS kind FROM assessment_jobs"
     "    WHERE status = 'succeeded' AND started_at IS NOT NULL AND step <> 'Done from cache'"
     "      AND finished_at > now() - interval '7 days') done) recent"
-    " WHERE nth <= :n"
+    " WHERE nth <= :n GROUP BY ROLLUP (kind)"
 )
-KINDS = ("point", "place")
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"seconds": {}, "read_at": float("-inf")}
-
-
-def kind_of(area: dict[str, Any] | None) -> str:
-    """Return a job's kind for its typical time: "point" (a circle) or "place"."""
-    return "point" if area and float(area.get("radius_m") or 0) > 0 else "place"
 
 
 def typical_seconds(kind: str | None = None) -> float | None:
@@ -53,12 +49,9 @@ def typical_seconds(kind: str | None = None) -> float | None:
     if now - _state["read_at"] >= REFRESH_SECONDS and _lock.acquire(blocking=False):
         try:
             _state["read_at"] = now  # a failed read waits its minute too: no query per poll
-            row = db.session.execute(RECENT_SQL, {"n": RECENT_JOBS}).one()
-            _state["seconds"] = {
-                key: float(value)
-                for key, value in zip((*KINDS, None), row, strict=True)
-                if value is not None
-            }
+            recent = text(RECENT_SQL.format(kind=current_app.extensions["work"].KIND))
+            rows = db.session.execute(recent, {"n": RECENT_JOBS})
+            _state["seconds"] = {key: float(value) for key, value in rows if value is not None}
         finally:
             _lock.release()
     return _state["seconds"].get(kind)  # fresh enough, or another thread is reading it now

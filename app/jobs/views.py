@@ -207,7 +207,7 @@ def _as_view(row: Any) -> JobView:
         version=row_version(row),
         # Read at most once a minute per process: no query of its own on a poll.
         typical=(
-            _tenths(estimate.typical_seconds(estimate.kind_of(row.area)))
+            _tenths(estimate.typical_seconds(current_app.extensions["work"].kind(row.area)))
             if row.status == "running"
             else None
         ),

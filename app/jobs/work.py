@@ -26,6 +26,10 @@ app/assessment/job.py; tests/minimal_work.py is a second, for the machinery's ow
   them), or None.
 - ``written(result, lang) -> dict | None``: a kept result as the job's page shows it, in
   the reader's language (None: the page shows the job's status only).
+- ``KIND``: an SQL expression over the job's input (the ``area`` column) naming the kind
+  of job it is, for the time left (estimate.py: each kind has its own typical time);
+  ``kind(job_input) -> str``: the same, of a job the page shows. One kind for all is
+  ``"'job'"`` and ``"job"``.
 - ``shutdown()``: end what the work keeps beside its jobs (a pool), at the process's end.
 """
 
@@ -43,6 +47,7 @@ class Work(Protocol):
     Stopped: type[Exception]
     HOSTED: str | None
     PARTS_STEP: str | None
+    KIND: str
 
     def prepare(
         self, user_id: int, query: str, lang: str, confirmed: bool | str
@@ -64,6 +69,8 @@ class Work(Protocol):
 
     def written(self, result: dict[str, Any], lang: str | None) -> dict[str, Any] | None: ...
 
+    def kind(self, job_input: dict[str, Any] | None) -> str: ...
+
     def shutdown(self) -> None: ...
 
 
@@ -80,6 +87,8 @@ PARTS = (
     "alert",
     "steps",
     "written",
+    "KIND",
+    "kind",
     "shutdown",
 )
 
