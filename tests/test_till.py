@@ -7,6 +7,7 @@ The Stripe objects and signatures are constructed to the documented format
 
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 import requests
@@ -435,6 +436,15 @@ def test_a_sample_report_is_public_and_marked_as_a_sample(make_app, sql, lang):
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
     commerce = client.get("/legal/commerce").get_data(as_text=True)
     assert 'href="/sample"' in commerce
+    # It promises real data to a buyer only where this install reads it: a demo install's
+    # reports are demonstrations too.
+    real = {"en": "reads the real hazard data", "ja": "実際のハザードデータを読み取ります"}[lang]
+    demo = {"en": "its reports are not real", "ja": "レポートは実際のハザード測定値"}[lang]
+    assert real not in html and demo in html
+    app = make_app()
+    app.extensions["layer_provider"] = SimpleNamespace(is_demo=False)  # as the real sources
+    html = app.test_client().get("/sample", headers={"Accept-Language": lang}).get_data(True)
+    assert real in html and demo not in html
 
 
 # --- 8: a support grant above the limit needs a second support user ---------------------
