@@ -1,4 +1,9 @@
-"""What every benchmark shares: a fresh database, real gunicorn servers, signed-in users."""
+"""What every benchmark shares: a fresh database, a server under load, its readings.
+
+One way to start a server under load (loaded()), one browser tab that polls a job on a
+timetable (Tab), one way to read a process's memory and CPU from /proc, one summary of a
+sample (spread()) and one way to run a benchmark alone (run_alone()).
+"""
 
 import argparse
 import contextlib
@@ -8,6 +13,7 @@ import re
 import resource
 import statistics
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -141,6 +147,12 @@ class Worker(processes.Worker):
     defaults = SERVER_ENV
 
 
+def csrf_token(http: requests.Session, url: str) -> str:
+    """The CSRF token of the form on the page at url."""
+    html = http.get(url, timeout=10).text
+    return re.search(r'name="csrf_token"[^>]*value="([^"]+)"', html).group(1)
+
+
 def kept_alive_session() -> requests.Session:
     """A browser's session that sends a request once more when the server had closed the
     kept-alive connection it went out on (ConnectionResetError), as browsers do."""
@@ -167,13 +179,11 @@ class User:
 
     def csrf(self) -> str:
         if self._csrf is None:
-            html = self.http.get(self.server.url + "/assessments/new", timeout=10).text
-            self._csrf = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', html).group(1)
+            self._csrf = csrf_token(self.http, self.server.url + "/assessments/new")
         return self._csrf
 
     def signup(self, password: str = "correct horse battery") -> "User":
-        html = self.http.get(self.server.url + "/signup", timeout=10).text
-        token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', html).group(1)
+        token = csrf_token(self.http, self.server.url + "/signup")
         r = self.http.post(
             self.server.url + "/signup",
             data={"email": self.email, "password": password, "csrf_token": token},
@@ -188,11 +198,6 @@ class User:
     def session_in(self, language: str, password: str = "correct horse battery") -> str:
         """Log in once more, in a browser of its own that switched to language; its cookie."""
         http = kept_alive_session()
-
-        def token(path: str) -> str:
-            html = http.get(self.server.url + path, timeout=10).text
-            return re.search(r'name="csrf_token"[^>]*value="([^"]+)"', html).group(1)
-
         for path, data in (
             ("/login", {"email": self.email, "password": password}),
             ("/language", {"lang": language}),
@@ -200,7 +205,7 @@ class User:
             form = "/login" if path == "/login" else "/"
             r = http.post(
                 self.server.url + path,
-                data={**data, "csrf_token": token(form)},
+                data={**data, "csrf_token": csrf_token(http, self.server.url + form)},
                 allow_redirects=False,
                 timeout=30,
             )
@@ -269,6 +274,85 @@ def users_with_running_jobs(
     return users
 
 
+@contextlib.contextmanager
+def loaded(
+    db: Database,
+    name: str,
+    jobs: int,
+    prefix: str = "",
+    *,
+    url: str | None = None,
+    place: str = PLACE,
+    timeout: float | None = None,
+    cwd: Path | None = None,
+    **env: str,
+) -> Iterator[tuple[Server, list[User]]]:
+    """A server on the emptied database, with `jobs` users each running a job (prefix: emails).
+
+    The one way a benchmark puts a server under load: MAX_CONCURRENT_JOBS lets every job
+    run (env may say otherwise; SERVER_ENV's with jobs=0), url reaches the database some other way (a proxy), cwd
+    holds other code (an export of an older revision), and with no prefix nobody signs up
+    yet. The server stops however the block ends.
+    """
+    db.truncate()
+    limit = {"MAX_CONCURRENT_JOBS": str(max(jobs, 8))} if jobs else {}
+    server = Server(url or db.url, name, **(limit | env))
+    if cwd is not None:
+        server.cwd, server.env["PYTHONPATH"] = cwd, str(cwd)
+    server.start(timeout)
+    try:
+        users = users_with_running_jobs(server, db, jobs, prefix, place) if prefix else []
+        yield server, users
+    finally:
+        server.stop()
+
+
+class Tab(threading.Thread):
+    """A browser tab polling one job's fragment every interval s from t0, until it settles.
+
+    The polls are due on a fixed timetable from t0 (a slow answer delays none but its
+    own). Seconds from t0: when each poll went out (sent), what came back (answers: the
+    HTTP status, 0 for none; timeline: an exception's name, `http <status>` or the
+    fragment's status, billing and settled), the first fragment and the settled one.
+    """
+
+    def __init__(self, user: User, t0: float, interval: float, limit: float, stop=None):
+        super().__init__(daemon=True)
+        self.user, self.t0, self.interval, self.limit = user, t0, interval, limit
+        self.stop = stop or threading.Event()
+        self.sent: list[float] = []
+        self.answers: list[tuple[float, int]] = []
+        self.timeline: list[tuple] = []
+        self.first_answer: float | None = None
+        self.settled_at: float | None = None
+
+    def run(self) -> None:
+        url, k = self.user.server.url + self.user.status_path, 0
+        while not self.stop.is_set() and time.monotonic() - self.t0 < self.limit:
+            due = self.t0 + k * self.interval
+            k += 1
+            if (pause := due - time.monotonic()) > 0:
+                time.sleep(pause)
+            self.sent.append(time.monotonic() - self.t0)
+            try:
+                resp = self.user.http.get(url, headers={"HX-Request": "true"}, timeout=10)
+            except requests.RequestException as exc:
+                self.answers.append((time.monotonic() - self.t0, 0))
+                self.timeline.append((round(self.answers[-1][0], 3), type(exc).__name__))
+                continue
+            at = time.monotonic() - self.t0
+            self.answers.append((at, resp.status_code))
+            if resp.status_code != 200:
+                self.timeline.append((round(at, 3), f"http {resp.status_code}"))
+                continue
+            status, billing, settled = parse_fragment(resp.text)
+            self.first_answer = at if self.first_answer is None else self.first_answer
+            self.timeline.append((round(at, 3), status, billing, settled))
+            if settled:
+                self.settled_at = at
+                return
+
+
 def count_running(db: Database, users: list[User]) -> int:
     return db.scalar(
         "SELECT count(*) FROM assessment_jobs WHERE status = 'running' AND id = ANY(%s::uuid[])",
@@ -300,6 +384,36 @@ def rss_kib(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU so far, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and its descendants (the work's and the pixel pool's forkserver and
+    processes). Each thread's children: a process started from a job's thread is listed
+    under that thread, not under the main one."""
+    kids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            kids += (task / "children").read_text().split()
+        except OSError:  # the thread ended meanwhile
+            pass
+    return [pid, *(p for kid in kids for p in process_tree(int(kid)))]
+
+
+def tree_sum(pid: int, read: Callable[[int], float]) -> float:
+    """The sum of read(p) over the process tree; a process that just ended counts 0."""
+    total = 0.0
+    for p in process_tree(pid):
+        try:
+            total += read(p)
+        except OSError:
+            pass
+    return total
+
+
 def percentile(values: list[float], p: float) -> float:
     """The p-th percentile (0-100) by the nearest-rank method; nan when empty."""
     if not values:
@@ -311,6 +425,17 @@ def percentile(values: list[float], p: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def spread(values_ms: list[float]) -> dict:
+    """How many, the median, p90, p99 and the largest of a sample in milliseconds."""
+    return {
+        "n": len(values_ms),
+        "median_ms": median(values_ms),
+        "p90_ms": percentile(values_ms, 90),
+        "p99_ms": percentile(values_ms, 99),
+        "max_ms": max(values_ms, default=float("nan")),
+    }
 
 
 def best_ns(fn: Callable[[], object], n: int, repeats: int) -> float:
@@ -325,19 +450,6 @@ def best_ns(fn: Callable[[], object], n: int, repeats: int) -> float:
             fn()
         best = min(best, (time.perf_counter_ns() - t0) / n)
     return best
-
-
-@contextlib.contextmanager
-def servers(*items: Server) -> Iterator[tuple[Server, ...]]:
-    """Start servers and stop each of them however the block ends."""
-    started: list[Server] = []
-    try:
-        for item in items:
-            started.append(item.start())
-        yield tuple(started)
-    finally:
-        for item in reversed(started):
-            item.stop()
 
 
 def run_alone(run, doc: str, database: bool = True, **options) -> None:

@@ -13,8 +13,16 @@ import subprocess
 import sys
 import time
 
-from .common import ROOT, Database, Server, log, rss_kib, run_alone, users_with_running_jobs
-from .poll_open import tree_figure
+from .common import (
+    ROOT,
+    Database,
+    loaded,
+    log,
+    rss_kib,
+    run_alone,
+    tree_sum,
+    users_with_running_jobs,
+)
 from .table import Row, check, compare, div, get, mib, num, table
 
 UPSTREAM_LATENCY_S = 2.0  # with no cache (a TTL of 1 ms) a job takes minutes: all 32 run
@@ -30,13 +38,11 @@ LIBRARIES = (
 def product(db: Database, n_jobs: int = 32) -> dict:
     from .zones import Upstream
 
-    db.truncate()
     upstream, real = Upstream(UPSTREAM_LATENCY_S), {"LAYER_PROVIDER": "real"}
     real.update(LAYER_CACHE_TTL_SECONDS="0.001", TILE_CACHE_TTL_SECONDS="0.001")
     real.update(JSHIS_BASE_URL=upstream.url + "/jshis", HAZARD_PORTAL_URL=upstream.url + "/portal")
-    server = Server(db.url, "memory", MAX_CONCURRENT_JOBS=str(n_jobs), **real)
-    server.start_timeout = 180  # the master builds the place index first: slow when busy
-    with server:
+    # timeout: the master builds the place index first, slow when the machine is busy
+    with loaded(db, "memory", n_jobs, timeout=180, **real) as (server, _):
         pid = server.health()["pid"]
         idle = rss_kib(pid)
         users_with_running_jobs(server, db, n_jobs, "mem")
@@ -45,7 +51,7 @@ def product(db: Database, n_jobs: int = 32) -> dict:
             samples.append(rss_kib(pid))
             time.sleep(0.5)
         running = server.health()["jobs_running"]
-        tree_pss = tree_figure(pid, lambda p: rss_kib(p).get("Pss", 0))
+        tree_pss = tree_sum(pid, lambda p: rss_kib(p).get("Pss", 0))
     with_jobs = max(samples, key=lambda s: s["VmRSS"])
     return {
         # The whole process tree's proportional set size (the pixel pool's forkserver and
@@ -136,9 +142,5 @@ def details(r: dict) -> list[str]:
     ]
 
 
-def main() -> None:
-    run_alone(run, __doc__)
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__)

@@ -66,6 +66,13 @@ class _Closed(Exception):
     """The server closed the connection before sending any byte of a response."""
 
 
+def response_head(head: bytes) -> tuple[int, dict[str, str]]:
+    """The status and the headers (names in lower case) of an HTTP/1.1 response's head."""
+    lines = head.decode("latin-1").split("\r\n")
+    fields = (line.partition(":") for line in lines[1:])
+    return int(lines[0].split(" ", 2)[1]), {k.strip().lower(): v.strip() for k, _, v in fields}
+
+
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool, str | None]:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -77,24 +84,12 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool
         # A kept-alive connection the server closed while our request was on its way:
         # it resets it instead of answering. Browsers retry such a request too.
         raise _Closed() from exc
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
-    length = 0
-    etag = None
-    keep = lines[0].startswith("HTTP/1.1")
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        name = name.strip().lower()
-        if name == "content-length":
-            length = int(value)
-        elif name == "etag":
-            etag = value.strip()
-        elif name == "connection":
-            keep = value.strip().lower() == "keep-alive" or (
-                keep and value.strip().lower() != "close"
-            )
+    status, headers = response_head(head)
+    connection = headers.get("connection", "").lower()
+    keep = connection == "keep-alive" or (head.startswith(b"HTTP/1.1") and connection != "close")
+    length = int(headers.get("content-length", 0))
     body = await reader.readexactly(length) if length else b""
-    return status, body, keep, etag
+    return status, body, keep, headers.get("etag")
 
 
 async def _generate(
@@ -128,6 +123,12 @@ async def _generate(
         deadline = due + timeout
         begun = loop.time()
         sent = None
+
+        def failed(conn: _Conn | None, kind: str) -> None:
+            if conn is not None:
+                conn.close()
+            records.append(Record(due, begun, sent or loop.time(), loop.time(), False, kind))
+
         for attempt in (0, 1):
             conn = None
             while b.idle:  # a connection the server closed while idle is of no use
@@ -152,28 +153,15 @@ async def _generate(
                     _read_response(conn.reader), max(0.001, deadline - loop.time())
                 )
             except _Closed:
-                conn.close()
                 if reused and attempt == 0:
+                    conn.close()
                     counts["retries"] += 1
                     continue
-                records.append(
-                    Record(due, begun, sent or loop.time(), loop.time(), False, "closed")
-                )
-                return
+                return failed(conn, "closed")
             except TimeoutError:
-                if conn is not None:
-                    conn.close()
-                records.append(
-                    Record(due, begun, sent or loop.time(), loop.time(), False, "timeout")
-                )
-                return
+                return failed(conn, "timeout")
             except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
-                if conn is not None:
-                    conn.close()
-                records.append(
-                    Record(due, begun, sent or loop.time(), loop.time(), False, type(exc).__name__)
-                )
-                return
+                return failed(conn, type(exc).__name__)
             done = loop.time()
             if keep:
                 b.idle.append(conn)
@@ -259,7 +247,6 @@ async def _generate(
 
 
 def run(
-    host: str,
     port: int,
     targets: list[tuple[str, str]],
     browsers: int = 1000,
@@ -270,25 +257,11 @@ def run(
     expect: bytes = b"",
     revalidate: bool = False,
 ) -> dict:
-    """Run the timetable and return latency percentiles (from the due time) and errors."""
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        raise ValueError("the open-loop generator only targets this machine")
+    """Run the timetable against 127.0.0.1:port; latency percentiles (from the due time), errors."""
     gc.collect()
     gc.disable()  # a collection pause would show up as generator lag
     try:
-        return asyncio.run(
-            _generate(
-                host,
-                port,
-                targets,
-                browsers,
-                interval,
-                duration,
-                warmup,
-                timeout,
-                expect,
-                revalidate,
-            )
-        )
+        args = (port, targets, browsers, interval, duration, warmup, timeout, expect, revalidate)
+        return asyncio.run(_generate("127.0.0.1", *args))
     finally:
         gc.enable()

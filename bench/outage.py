@@ -22,94 +22,35 @@ import re
 import threading
 import time
 
-import requests
-
 from tests.dbproxy import DbProxy
 
-from .common import (
-    Database,
-    Server,
-    User,
-    log,
-    parse_fragment,
-    run_alone,
-    users_with_running_jobs,
-)
+from .common import Database, Tab, loaded, log, run_alone
+from .recovery import HEARTBEAT, LEASE, POLL, SHORT
 from .table import Row, check, div, num, table
-
-LEASE = 3.0
-HEARTBEAT = 1.0
-POLL = 0.5
-
-
-class Watcher(threading.Thread):
-    """A browser tab polling one job's fragment every POLL seconds from t0 until settled."""
-
-    def __init__(self, user: User, t0: float, stop: threading.Event):
-        super().__init__(daemon=True)
-        self.user, self.t0, self.stop = user, t0, stop
-        self.sent: list[float] = []  # seconds from t0
-        self.answers: list[tuple[float, int]] = []  # (seconds from t0, HTTP status or 0)
-        self.settled_at: float | None = None
-        self.final: tuple[str, str, bool] | None = None
-
-    def run(self) -> None:
-        k = 0
-        while not self.stop.is_set() and time.monotonic() - self.t0 < 60:
-            due = self.t0 + k * POLL
-            k += 1
-            if (pause := due - time.monotonic()) > 0:
-                time.sleep(pause)
-            self.sent.append(time.monotonic() - self.t0)
-            try:
-                resp = self.user.http.get(
-                    self.user.server.url + self.user.status_path,
-                    headers={"HX-Request": "true"},
-                    timeout=10,
-                )
-            except requests.RequestException:
-                self.answers.append((time.monotonic() - self.t0, 0))
-                continue
-            self.answers.append((time.monotonic() - self.t0, resp.status_code))
-            if resp.status_code == 200:
-                self.final = parse_fragment(resp.text)
-                if self.final[2]:
-                    self.settled_at = time.monotonic() - self.t0
-                    return
 
 
 def trial(db: Database, n_jobs: int, down_s: float, work_s: float, tag: str) -> dict:
-    db.truncate()
+    """The database gone for down_s under n_jobs jobs, a browser tab polling each."""
     proxy = DbProxy.to(db.url).start()
-    server = Server(
-        proxy.url(db.url),
-        f"outage-{tag}",
-        JOB_LEASE_SECONDS=str(LEASE),
-        JOB_HEARTBEAT_SECONDS=str(HEARTBEAT),
-        POLL_INTERVAL_SECONDS=str(POLL),
-        ASSESSMENT_WORK_SECONDS=str(work_s),
-        MAX_CONCURRENT_JOBS=str(max(n_jobs, 8)),
-    )
+    env = {**SHORT, "ASSESSMENT_WORK_SECONDS": str(work_s)}
+    name, url = f"outage-{tag}", proxy.url(db.url)
     try:
-        server.start()
-        users = users_with_running_jobs(server, db, n_jobs, tag)
-        log_before = server.log_path.stat().st_size
-        stop = threading.Event()
-        t0 = time.monotonic()
-        watchers = [Watcher(u, t0, stop) for u in users]
-        for w in watchers:
-            w.start()
-        proxy.down()
-        time.sleep(down_s)  # the outage itself
-        back = time.monotonic() - t0
-        proxy.up()
-        for w in watchers:
-            w.join(60)
-        stop.set()
-        time.sleep(0.5)  # let the last log lines land
-        tail = server.log_path.read_bytes()[log_before:].decode(errors="replace")
+        with loaded(db, name, n_jobs, tag, url=url, **env) as (server, users):
+            log_before = server.log_path.stat().st_size
+            stop, t0 = threading.Event(), time.monotonic()
+            tabs = [Tab(u, t0, POLL, 60, stop) for u in users]
+            for tab in tabs:
+                tab.start()
+            proxy.down()
+            time.sleep(down_s)  # the outage itself
+            back = time.monotonic() - t0
+            proxy.up()
+            for tab in tabs:
+                tab.join(60)
+            stop.set()
+            time.sleep(0.5)  # let the last log lines land
+            tail = server.log_path.read_bytes()[log_before:].decode(errors="replace")
     finally:
-        server.stop()
         proxy.close()
     rows = db.rows(
         "SELECT j.status,"
@@ -119,10 +60,10 @@ def trial(db: Database, n_jobs: int, down_s: float, work_s: float, tag: str) -> 
         " FROM assessment_jobs j WHERE j.id = ANY(%s::uuid[])",
         ([str(u.job_id) for u in users],),
     )
-    after = [w.settled_at - back for w in watchers if w.settled_at is not None]
-    during = [code for w in watchers for at, code in w.answers if at < back]
+    after = [t.settled_at - back for t in tabs if t.settled_at is not None]
+    during = [code for t in tabs for at, code in t.answers if at < back]
     # Polls sent after the return until the page settled: 1 is the first poll.
-    polls_after = [sum(1 for at in w.sent if at >= back) for w in watchers]
+    polls_after = [sum(1 for at in t.sent if at >= back) for t in tabs]
     return {
         "jobs": n_jobs,
         "down_s": down_s,
@@ -250,9 +191,5 @@ def details(r: dict) -> list[str]:
     ]
 
 
-def main() -> None:
-    run_alone(run, __doc__, jobs=32)
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, jobs=32)

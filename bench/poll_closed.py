@@ -26,15 +26,7 @@ median over rounds is reported.
 import requests
 
 from . import wrk
-from .common import (
-    USER_AGENT,
-    Database,
-    Server,
-    count_running,
-    log,
-    run_alone,
-    users_with_running_jobs,
-)
+from .common import USER_AGENT, Database, count_running, loaded, log, run_alone
 from .table import Row, check, compare, get, missing, num, table
 
 ENDPOINTS = (
@@ -70,35 +62,30 @@ def paths(user) -> dict[str, str]:
     }
 
 
+def ask(url: str, path: str, cookie: str) -> requests.Response:
+    """GET path as the browser whose cookie it is (outside a requests.Session's own jar)."""
+    headers = {"HX-Request": "true", "Cookie": cookie, "User-Agent": USER_AGENT}
+    return requests.get(url + path, headers=headers, timeout=10)
+
+
 def with_etags(url: str, lines: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
     """Each (path, cookie) with the ETag its answer carries now, as a browser keeps it."""
-    out = []
-    for path, cookie in lines:
-        r = requests.get(
-            url + path,
-            headers={"HX-Request": "true", "Cookie": cookie, "User-Agent": USER_AGENT},
-            timeout=10,
-        )
-        out.append((path, cookie, r.headers.get("ETag", "")))
-    return out
+    return [
+        (path, cookie, ask(url, path, cookie).headers.get("ETag", "")) for path, cookie in lines
+    ]
 
 
 def run(
     db: Database,
     rounds: int = 3,
-    duration: float = 6,
+    duration: float = 6.0,
     warmup: float = 2,
     connections: int = 16,
     n_users: int = 32,
     threads: str = "8",
 ) -> dict:
     wrk.require()
-    db.truncate()
-    server = Server(
-        db.url, "poll_closed", MAX_CONCURRENT_JOBS=str(n_users), GUNICORN_THREADS=threads
-    )
-    with server:
-        users = users_with_running_jobs(server, db, n_users, "closed")
+    with loaded(db, "poll_closed", n_users, "closed", GUNICORN_THREADS=threads) as (server, users):
         japanese = {u.email: u.session_in("ja") for u in users}
 
         def cookie(ep: str, user) -> str:
@@ -107,12 +94,7 @@ def run(
         lines = {ep: [(paths(u)[ep], cookie(ep, u)) for u in users] for ep in ENDPOINTS}
         skipped = {}
         for ep in ENDPOINTS:  # every endpoint answers 200 before it is measured
-            # Outside the user's requests.Session, whose own cookie jar would win.
-            r = requests.get(
-                server.url + lines[ep][0][0],
-                headers={"HX-Request": "true", "Cookie": lines[ep][0][1], "User-Agent": USER_AGENT},
-                timeout=10,
-            )
+            r = ask(server.url, *lines[ep][0])
             if ep == "status_ja" and "ポイント" not in r.text:
                 raise RuntimeError(f"status_ja did not answer in Japanese: {r.text[:300]}")
             if r.status_code != 200:
@@ -142,10 +124,6 @@ def run(
         "jobs_running_after": running_after,
         "fragment_after": fragment_after,
     }
-
-
-def main() -> None:
-    run_alone(run, __doc__, rounds=3, duration=6.0, connections=16, threads="8")
 
 
 NUMBER, NAME = "1", "poll path, closed loop"
@@ -233,4 +211,4 @@ def details(r: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, rounds=3, duration=6.0, connections=16, threads="8")

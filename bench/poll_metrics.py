@@ -18,7 +18,7 @@ target is at least 0.95. --multiproc runs the server with PROMETHEUS_MULTIPROC_D
 import tempfile
 
 from . import wrk
-from .common import Database, Server, count_running, run_alone, users_with_running_jobs
+from .common import Database, count_running, loaded, run_alone
 from .poll_closed import with_etags
 from .table import Row, check, compare, get
 
@@ -42,13 +42,9 @@ def run(
     multiproc: bool = False,
 ) -> dict:
     wrk.require()
-    db.truncate()
-    env = {"MAX_CONCURRENT_JOBS": str(n_users)}
     with tempfile.TemporaryDirectory(prefix="prometheus-") as metrics_dir:
-        if multiproc:
-            env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-        with Server(db.url, "poll_metrics", **env) as server:
-            users = users_with_running_jobs(server, db, n_users, "metrics")
+        env = {"PROMETHEUS_MULTIPROC_DIR": metrics_dir} if multiproc else {}
+        with loaded(db, "poll_metrics", n_users, "metrics", **env) as (server, users):
             lines = {ep: [(paths(u)[ep], u.cookie) for u in users] for ep in ENDPOINTS}
             for ep in ENDPOINTS:  # both answer the running job's fragment before timing
                 r = users[0].http.get(server.url + lines[ep][0][0])
@@ -70,10 +66,6 @@ def run(
         "ratios": {"status/status_nometrics": wrk.ratio(endpoints, "status", "status_nometrics")},
         "jobs_running_after": running_after,
     }
-
-
-def main() -> None:
-    run_alone(run, __doc__, rounds=4, duration=5.0, connections=16, multiproc=False)
 
 
 NUMBER, NAME = "1f", "poll latency histogram"
@@ -119,4 +111,4 @@ def details(r: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, rounds=4, duration=5.0, connections=16, multiproc=False)

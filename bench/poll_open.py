@@ -28,7 +28,6 @@ too). --variants before,after runs it on an export of --base (the code before) a
     python -m bench.poll_open --computing [--variants before,after --base main]
 """
 
-import os
 import shutil
 import statistics
 import subprocess
@@ -42,49 +41,21 @@ from .common import (
     LOGS,
     ROOT,
     Database,
-    Server,
     User,
     count_running,
+    cpu_seconds,
+    loaded,
     log,
     median,
+    rss_kib,
     run_alone,
-    users_with_running_jobs,
+    tree_sum,
 )
 from .table import Row, check, compare, num, plain, table
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def tree(pid: int) -> list[int]:
-    """The process and its descendants (the work's and the pixel pool's forkserver and
-    processes). Each thread's children: a process started from a job's thread is listed
-    under that thread, not under the main one."""
-    kids = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            kids += (task / "children").read_text().split()
-        except OSError:  # the thread ended meanwhile
-            pass
-    return [pid, *(p for kid in kids for p in tree(int(kid)))]
-
-
-def tree_figure(pid: int, read) -> float:
-    """The sum of read(p) over the process tree; a process that just ended counts 0."""
-    total = 0.0
-    for p in tree(pid):
-        try:
-            total += read(p)
-        except OSError:
-            pass
-    return total
-
-
 def rss_mib(pid: int) -> float:
-    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if "VmRSS" in x)
-    return int(line.split()[1]) / 1024
+    return rss_kib(pid)["VmRSS"] / 1024
 
 
 def run(
@@ -102,12 +73,9 @@ def run(
         out = run(db, browsers, interval, duration, warmup, n_jobs, rendered, rounds)
         loop = {"browsers": browsers, "interval": interval, "duration": duration / 2}
         return out | {"computing": while_computing(db, **loop, warmup=warmup, work=20.0)}
-    db.truncate()
-    server = Server(db.url, "poll_open", MAX_CONCURRENT_JOBS=str(n_jobs))
-    with server:
-        users = users_with_running_jobs(server, db, n_jobs, "open")
-        pid = server.worker_pid()
-        runs: dict[str, list[dict]] = {}
+    with loaded(db, "poll_open", n_jobs, "open") as (server, users):
+        pid, runs = server.worker_pid(), {}
+        loop = {"browsers": browsers, "interval": interval, "duration": duration, "warmup": warmup}
         statuses = [(u.status_path, u.cookie) for u in users]
         running = b'data-status="running"'
         plan = [
@@ -123,17 +91,7 @@ def run(
                 f" ({browsers / interval:.0f} req/s) for {warmup:g}+{duration:g} s"
             )
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
-            r = openloop.run(
-                "127.0.0.1",
-                server.port,
-                targets,
-                browsers=browsers,
-                interval=interval,
-                duration=duration,
-                warmup=warmup,
-                expect=expect,
-                revalidate=revalidate,
-            )
+            r = openloop.run(server.port, targets, **loop, expect=expect, revalidate=revalidate)
             r["worker_cpu_share"] = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
             runs.setdefault(name, []).append(r)
             log(
@@ -145,16 +103,16 @@ def run(
         result["baseline_constant"] = _over_rounds(runs["constant"])
         if "status_rendered" in runs:
             result["status_rendered"] = _over_rounds(runs["status_rendered"])
-        result["rounds"] = rounds
-        ratios = [
-            s["p99_ms"] / c["p99_ms"] for s, c in zip(runs["status"], runs["constant"], strict=True)
-        ]
-        result["p99_ratio_rounds"] = ratios
-        result["p99_ratio_median"] = statistics.median(ratios)
-        result["jobs"] = n_jobs
-        result["jobs_running_after"] = count_running(db, users)
-        result["worker_pid_unchanged"] = server.worker_pid() == pid
-    return result
+        pairs = zip(runs["status"], runs["constant"], strict=True)
+        ratios = [s["p99_ms"] / c["p99_ms"] for s, c in pairs]
+        return result | {
+            "rounds": rounds,
+            "p99_ratio_rounds": ratios,
+            "p99_ratio_median": statistics.median(ratios),
+            "jobs": n_jobs,
+            "jobs_running_after": count_running(db, users),
+            "worker_pid_unchanged": server.worker_pid() == pid,
+        }
 
 
 COUNTS = (
@@ -345,26 +303,20 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
         env["ZONE_PROCESSES"] = "1"
     if variant.endswith("+thread"):  # the report's work in the job's thread, not its process
         env["WORK_PROCESS"] = "off"
-    db.truncate()
-    server = Server(db.url, f"poll_computing-{variant}-{provider}", **env)
-    if variant.startswith("before"):  # the code before: an export of the base revision
-        server.cwd = _checkout(variant.partition(":")[2])
-        server.env["PYTHONPATH"] = str(server.cwd)
-    with server:
-        pid = server.worker_pid()
-        targets = [
-            (u.status_path, u.cookie)
-            for u in users_with_running_jobs(server, db, 32, "idle", IDLE_PLACE)
-        ]
+    # The code before: an export of the base revision (before:REV).
+    code = _checkout(variant.partition(":")[2]) if variant.startswith("before") else None
+    name = f"poll_computing-{variant}-{provider}"
+    with loaded(db, name, 32, "idle", place=IDLE_PLACE, cwd=code, **env) as (server, idle):
+        pid, targets = server.worker_pid(), [(u.status_path, u.cookie) for u in idle]
         busy = [User(server, f"work{i}@bench.example").signup() for i in range(max(sizes))]
         out: dict = {"alone": {}}
         from .zones import PLACES
 
         for kind, query in {"warm-up": PLACES["point"], **PLACES}.items():
             walls: list = []
-            cpu0 = tree_figure(pid, cpu_seconds)
+            cpu0 = tree_sum(pid, cpu_seconds)
             _reports(db, busy[0], [query], threading.Event(), walls)
-            cpu = tree_figure(pid, cpu_seconds) - cpu0
+            cpu = tree_sum(pid, cpu_seconds) - cpu0
             out["alone"][kind] = {"wall_s": walls[0][1], "cpu_s": cpu, "status": walls[0][2]}
         for n in (0, *sizes):
             stop, each = threading.Event(), [[] for _ in range(n)]
@@ -376,14 +328,14 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
             for t in threads:
                 t.start()
             log(f"poll_computing {variant} {provider}: {n} reports computing")
-            cpu0, t0 = tree_figure(pid, cpu_seconds), time.monotonic()
+            cpu0, t0 = tree_sum(pid, cpu_seconds), time.monotonic()
             stand_in0 = upstream.cpu_s()
             asked = {"expect": b'data-status="running"', "revalidate": True, **loop}
-            r = openloop.run("127.0.0.1", server.port, targets, **asked)
-            r["tree_cpu_s"] = tree_figure(pid, cpu_seconds) - cpu0
+            r = openloop.run(server.port, targets, **asked)
+            r["tree_cpu_s"] = tree_sum(pid, cpu_seconds) - cpu0
             r["stand_in_cpu_s"] = upstream.cpu_s() - stand_in0  # its own process: not the tree
             r["seconds"] = time.monotonic() - t0
-            r["rss_mib"], r["worker_rss_mib"] = tree_figure(pid, rss_mib), rss_mib(pid)
+            r["rss_mib"], r["worker_rss_mib"] = tree_sum(pid, rss_mib), rss_mib(pid)
             walls = [w for mine in each for w in mine]
             done = [w for w in walls if w[0] > t0 + loop["warmup"] and w[2] == "succeeded"]
             r["reports"], r["failed"] = len(done), sum(w[2] != "succeeded" for w in walls)

@@ -22,44 +22,29 @@ import time
 
 import requests
 
-from .common import (
-    Database,
-    Server,
-    User,
-    log,
-    median,
-    parse_fragment,
-    run_alone,
-    users_with_running_jobs,
-    wait_until,
-)
+from .common import Database, Server, Tab, User, loaded, log, median, run_alone, wait_until
 from .table import Row, check, compare, div, get, num, table
 
 LEASE = 3.0
 HEARTBEAT = 1.0
 POLL = 0.5
-
-
-def _wait_charged(user: User, timeout: float = 20) -> None:
-    wait_until(lambda: user.status()[:2] == ("running", "charged"), timeout, "a charged job")
+# A short lease, heartbeat and poll (bench/outage.py's too): a dead worker's job is reaped soon.
+SHORT = {
+    "JOB_LEASE_SECONDS": str(LEASE),
+    "JOB_HEARTBEAT_SECONDS": str(HEARTBEAT),
+    "POLL_INTERVAL_SECONDS": str(POLL),
+}
 
 
 def kill_trials(db: Database, trials: int) -> list[dict]:
-    server = Server(
-        db.url,
-        "recovery-kill",
-        JOB_LEASE_SECONDS=str(LEASE),
-        JOB_HEARTBEAT_SECONDS=str(HEARTBEAT),
-        POLL_INTERVAL_SECONDS=str(POLL),
-    )
     out = []
-    with server:
+    with loaded(db, "recovery-kill", 0, **SHORT) as (server, _):
         for i in range(trials):
             user = User(server, f"kill{i}@bench.example").signup()
             r = user.submit()
             if r.status_code != 303:
                 raise RuntimeError(f"submit: {r.status_code} {r.text[:200]}")
-            _wait_charged(user)
+            wait_until(lambda u=user: u.status()[:2] == ("running", "charged"), 20, "a charged job")
             time.sleep(random.uniform(0, HEARTBEAT))  # any point of the heartbeat cycle
             pid = server.worker_pid()
             beat_age = db.scalar(
@@ -68,30 +53,8 @@ def kill_trials(db: Database, trials: int) -> list[dict]:
                 (user.job_id,),
             )
             os.kill(pid, signal.SIGKILL)
-            t0 = time.monotonic()
-            timeline, k, settled_at, first_answer = [], 0, None, None
-            while time.monotonic() - t0 < 30:
-                due = t0 + k * POLL
-                k += 1
-                if (pause := due - time.monotonic()) > 0:
-                    time.sleep(pause)
-                try:
-                    resp = user.http.get(
-                        server.url + user.status_path, headers={"HX-Request": "true"}, timeout=10
-                    )
-                except requests.RequestException as exc:
-                    timeline.append((round(time.monotonic() - t0, 3), type(exc).__name__))
-                    continue
-                at = time.monotonic() - t0
-                if resp.status_code != 200:
-                    timeline.append((round(at, 3), f"http {resp.status_code}"))
-                    continue
-                status, billing, settled = parse_fragment(resp.text)
-                first_answer = first_answer if first_answer is not None else at
-                timeline.append((round(at, 3), status, billing, settled))
-                if settled:
-                    settled_at = at
-                    break
+            tab = Tab(user, time.monotonic(), POLL, 30)
+            tab.run()  # in this thread: polls from the kill until the page settles
             new_pid = server.worker_pid()
             ledger = db.rows(
                 "SELECT (SELECT count(*) FROM point_ledger"
@@ -102,28 +65,23 @@ def kill_trials(db: Database, trials: int) -> list[dict]:
                 "   WHERE j.id = %(j)s)",
                 {"j": user.job_id},
             )[0]
-            final = timeline[-1] if timeline else None
+            final = tab.timeline[-1] if tab.timeline else None
+            refunded = bool(final and len(final) == 4 and final[2] == "refunded")
             out.append(
                 {
-                    "seconds_to_settled": settled_at,
+                    "seconds_to_settled": tab.settled_at,
                     "heartbeat_age_at_kill_s": beat_age,
-                    "seconds_to_first_answer": first_answer,
+                    "seconds_to_first_answer": tab.first_answer,
                     "final": final,
-                    "truthful": bool(
-                        final
-                        and len(final) == 4
-                        and final[2] == "refunded"
-                        and ledger[0] == 1
-                        and ledger[1] == 1
-                    ),
+                    "truthful": refunded and ledger[0] == 1 and ledger[1] == 1,
                     "consumes": ledger[0],
                     "refunds": ledger[1],
                     "balance_after": ledger[2],
                     "new_worker": new_pid != pid,
-                    "timeline": timeline,
+                    "timeline": tab.timeline,
                 }
             )
-            log(f"recovery kill {i + 1}/{trials}: settled after {settled_at} s")
+            log(f"recovery kill {i + 1}/{trials}: settled after {tab.settled_at} s")
     return out
 
 
@@ -150,24 +108,12 @@ def _alive(pid: int) -> bool:
 
 
 def term_trial(db: Database, n_jobs: int, tag: str) -> dict:
-    server = Server(
-        db.url,
-        f"recovery-term-{tag}",
-        JOB_LEASE_SECONDS=str(LEASE),
-        JOB_HEARTBEAT_SECONDS=str(HEARTBEAT),
-        POLL_INTERVAL_SECONDS=str(POLL),
-        MAX_CONCURRENT_JOBS=str(max(n_jobs, 8)),
-    )
-    server.start()
-    try:
-        users = users_with_running_jobs(server, db, n_jobs, f"term{tag}-")
+    with loaded(db, f"recovery-term-{tag}", n_jobs, f"term{tag}-", **SHORT) as (server, users):
         ids = [str(u.job_id) for u in users]
         t_wall = time.time()
         worker_exit_s, exit_s = _sigterm(server)
         server.proc.wait(30)
         exit_wall = t_wall + exit_s
-    finally:
-        server.stop(signal.SIGKILL)
     rows = db.rows(
         "SELECT j.status, j.finalized_at IS NOT NULL, extract(epoch FROM j.finalized_at),"
         " EXISTS (SELECT 1 FROM point_ledger r JOIN point_ledger c ON r.refund_of = c.id"
@@ -357,9 +303,5 @@ def details(r: dict) -> list[str]:
     ]
 
 
-def main() -> None:
-    run_alone(run, __doc__, kills=5)
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, kills=5)

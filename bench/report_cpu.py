@@ -26,7 +26,7 @@ def run(reports: int = 3, processes: int = 0) -> dict:
     from app.assessment.work import run_assessment
     from app.caches.singleflight import SingleFlightCache
 
-    from .poll_open import cpu_seconds, tree_figure
+    from .common import cpu_seconds, tree_sum
 
     me = os.getpid()
 
@@ -43,13 +43,13 @@ def run(reports: int = 3, processes: int = 0) -> dict:
             cpus, trees, calls, walls = [], [], [], []
             for i in range(reports + 1):
                 sent, cpu, wall = client.requests, time.process_time(), time.monotonic()
-                tree = tree_figure(me, cpu_seconds) - stand_in.cpu_s()
+                tree = tree_sum(me, cpu_seconds) - stand_in.cpu_s()
                 run_assessment(
                     area, "en", provider=real, cache=SingleFlightCache(4096), progress=print_nothing
                 )
                 if i:  # the first made the place's plan and masks: kept for later reports
                     cpus.append(time.process_time() - cpu)
-                    after = tree_figure(me, cpu_seconds) - stand_in.cpu_s()
+                    after = tree_sum(me, cpu_seconds) - stand_in.cpu_s()
                     trees.append(after - tree)
                     walls.append(time.monotonic() - wall)
                     calls.append(client.requests - sent)

@@ -27,11 +27,12 @@ submit, every figure from the same run:
 import contextlib
 import os
 import socket
-import subprocess
 import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
+
+from tests import processes
 
 from .common import (
     BIN,
@@ -42,26 +43,17 @@ from .common import (
     Database,
     Server,
     User,
+    loaded,
     log,
-    median,
-    percentile,
     run_alone,
+    spread,
     wait_until,
 )
+from .openloop import response_head
 from .table import Row, compare, div, get, table
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SETTLE_PAUSE = 0.02  # after each submit, before the client starts asking whether it is done
-
-
-def _stats(values_ms: list[float]) -> dict:
-    return {
-        "n": len(values_ms),
-        "median_ms": median(values_ms),
-        "p90_ms": percentile(values_ms, 90),
-        "p99_ms": percentile(values_ms, 99),
-        "max_ms": max(values_ms, default=float("nan")),
-    }
 
 
 class RawPost:
@@ -71,11 +63,6 @@ class RawPost:
         self.port = port
         self.cookie = cookie
         self.sock: socket.socket | None = None
-
-    def _connect(self) -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
 
     def post(self, path: str, form: dict[str, str]) -> tuple[float, int, dict[str, str]]:
         """Return (wall-clock time the bytes went out, status, headers)."""
@@ -88,7 +75,8 @@ class RawPost:
         ).encode() + body
         for attempt in (0, 1):
             if self.sock is None:
-                self.sock = self._connect()
+                self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             t0 = time.time()
             try:
                 self.sock.sendall(request)
@@ -103,26 +91,21 @@ class RawPost:
     def _read(self) -> tuple[int, dict[str, str]]:
         data = b""
         while b"\r\n\r\n" not in data:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError()
-            data += chunk
+            data += self._recv()
         head, _, rest = data.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        while len(rest) < length:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError()
-            rest += chunk
+        status, headers = response_head(head)
+        while len(rest) < int(headers.get("content-length", "0")):
+            rest += self._recv()
         if headers.get("connection", "").lower() == "close":
             self.sock.close()
             self.sock = None
-        return int(lines[0].split(" ", 2)[1]), headers
+        return status, headers
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise EOFError()
+        return chunk
 
     def close(self) -> None:
         if self.sock is not None:
@@ -140,29 +123,19 @@ def rq_worker(worker_class: str) -> Iterator[tuple[object, str]]:
     name = f"bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     short = worker_class.rsplit(".", 1)[-1]
     LOGS.mkdir(parents=True, exist_ok=True)
-    with open(LOGS / f"rq-{short}.log", "ab") as logf:
-        proc = subprocess.Popen(
-            [str(BIN / "rq"), "worker", "-u", REDIS_URL, "-w", worker_class, "-q", name],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=logf,
-            stderr=subprocess.STDOUT,
+    worker = processes.Process()
+    worker.log_path, worker.env = LOGS / f"rq-{short}.log", {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker.spawn([str(BIN / "rq"), "worker", "-u", REDIS_URL, "-w", worker_class, "-q", name])
+    try:
+        wait_until(
+            lambda: any(name in w.queue_names() for w in Worker.all(connection=redis)),
+            timeout=20,
+            what=f"rq {short} to start",
         )
-        try:
-            wait_until(
-                lambda: any(name in w.queue_names() for w in Worker.all(connection=redis)),
-                timeout=20,
-                what=f"rq {short} to start",
-            )
-            yield redis, name
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            Queue(name, connection=redis).delete(delete_jobs=True)
+        yield redis, name
+    finally:
+        worker.stop(timeout=10)
+        Queue(name, connection=redis).delete(delete_jobs=True)
 
 
 def _rq_started(redis, job_id: str) -> float:
@@ -223,12 +196,12 @@ def ours(server: Server, db: Database, n: int, warmup: int, floor: bool = False)
                 response.append((t1 - t0) * 1e3)
     client.close()
     return {
-        "post_to_running": _stats(post_to_running),
+        "post_to_running": spread(post_to_running),
         # The same path cut at the INSERT's arrival in the database (created_at): the
         # web request before it; the INSERT's commit, the thread and its BEGIN after it.
-        "post_to_insert": _stats(post_to_insert),
-        "insert_to_running": _stats(insert_to_running),
-        "post_response": _stats(response),
+        "post_to_insert": spread(post_to_insert),
+        "insert_to_running": spread(insert_to_running),
+        "post_response": spread(response),
         "job_statuses": statuses,
     }
 
@@ -253,7 +226,7 @@ def idle_round_trips(db: Database, redis, n: int = 200) -> dict:
                     t0 = time.perf_counter()
                     probe()
                     times.append((time.perf_counter() - t0) * 1e3)
-                out[f"{name}_{label}"] = _stats(times)
+                out[f"{name}_{label}"] = spread(times)
     return out
 
 
@@ -273,7 +246,7 @@ def flask_rq(server: Server, redis, n: int, warmup: int) -> dict:
             post_to_start.append((started - t0) * 1e3)
             response.append((t1 - t0) * 1e3)
     client.close()
-    return {"post_to_start": _stats(post_to_start), "post_response": _stats(response)}
+    return {"post_to_start": spread(post_to_start), "post_response": spread(response)}
 
 
 def rq_enqueue(redis, queue_name: str, n: int, warmup: int) -> dict:
@@ -290,46 +263,33 @@ def rq_enqueue(redis, queue_name: str, n: int, warmup: int) -> dict:
         started = _rq_started(redis, job.id)
         if i >= warmup:
             latencies.append((started - t0) * 1e3)
-    return _stats(latencies)
+    return spread(latencies)
 
 
 def run(db: Database, n: int = 200, warmup: int = 10, forking: bool = True) -> dict:
-    db.truncate()
     out: dict = {"n": n}
-    try:
-        simple = rq_worker("rq.worker.SimpleWorker")
-        redis, queue_name = simple.__enter__()
-    except Exception as exc:  # noqa: BLE001 - no Redis: ours alone
-        out["rq_error"] = f"{type(exc).__name__}: {exc}"
-        simple = None
-        queue_name = "unused"
-    try:
-        server = Server(
-            db.url,
-            "submit",
-            ASSESSMENT_WORK_SECONDS="0",
-            SIGNUP_POINTS=str(n + warmup + 10),
-            MAX_CONCURRENT_JOBS="8",
-            BENCH_RQ_QUEUE=queue_name,
-            BENCH_REDIS_URL=REDIS_URL,
-        )
-        with server:
+    with contextlib.ExitStack() as simple:
+        try:
+            redis, queue_name = simple.enter_context(rq_worker("rq.worker.SimpleWorker"))
+        except Exception as exc:  # noqa: BLE001 - no Redis: ours alone
+            out["rq_error"] = f"{type(exc).__name__}: {exc}"
+            redis, queue_name = None, "unused"
+        env = {"ASSESSMENT_WORK_SECONDS": "0", "SIGNUP_POINTS": str(n + warmup + 10)}
+        env |= {"BENCH_RQ_QUEUE": queue_name, "BENCH_REDIS_URL": REDIS_URL}
+        with loaded(db, "submit", 8, **env) as (server, _):
             log(f"submit: ours, {n} submits")
             out["ours"] = ours(server, db, n, warmup)
             log(f"submit: the design's floor (no Flask), {n} submits")
             out["floor"] = ours(server, db, n, warmup, floor=True)
-            if simple is not None:
+            if redis is not None:
                 log(f"submit: Flask + RQ SimpleWorker, {n} submits")
                 out["flask_rq_simple"] = flask_rq(server, redis, n, warmup)
-        if simple is not None:
+        if redis is not None:
             log(f"submit: RQ SimpleWorker enqueue, {n} jobs")
             out["rq_simple"] = rq_enqueue(redis, queue_name, n, warmup)
         log("submit: one round trip, back to back and after idle")
-        out["round_trip"] = idle_round_trips(db, redis if simple is not None else None)
-    finally:
-        if simple is not None:
-            simple.__exit__(None, None, None)
-    if simple is not None and forking:
+        out["round_trip"] = idle_round_trips(db, redis)
+    if redis is not None and forking:
         log(f"submit: RQ Worker (forking) enqueue, {n} jobs")
         with rq_worker("rq.worker.Worker") as (redis, queue_name):
             out["rq_fork"] = rq_enqueue(redis, queue_name, n, warmup)
@@ -360,61 +320,33 @@ def summary(r: dict) -> list[Row]:
     # Measured against the design's own floor: a Redis queue is not the step up (the
     # queue executor, bench/scale.py, keeps job state in the ledger's database).
     rows = [
-        compare(
-            "5a",
-            f"POST /assessments -> running, median (n={ours.get('n')})",
-            ours.get("median_ms"),
-            floor.get("median_ms"),
-            "the design's floor",
-            **ms,
-            target="(no target)",
-        ),
-        compare(
-            "5b",
-            "POST /assessments -> running, p99",
-            ours.get("p99_ms"),
-            floor.get("p99_ms"),
-            "the design's floor p99",
-            **ms,
-        ),
-        compare(
-            "5e",
-            "the design's floor: gunicorn + the INSERT + a thread + its BEGIN, no Flask, median",
-            floor.get("median_ms"),
-            get(r, "rq_simple", "median_ms"),
-            "RQ SimpleWorker",
-            **ms,
-        ),
-    ]
+        compare("5a", f"POST /assessments -> running, median (n={ours.get('n')})",
+                ours.get("median_ms"), floor.get("median_ms"), "the design's floor", **ms,
+                target="(no target)"),
+        compare("5b", "POST /assessments -> running, p99", ours.get("p99_ms"),
+                floor.get("p99_ms"), "the design's floor p99", **ms),
+        compare("5e", "the design's floor: gunicorn + the INSERT + a thread + its BEGIN,"
+                " no Flask, median", floor.get("median_ms"), get(r, "rq_simple", "median_ms"),
+                "RQ SimpleWorker", **ms),
+    ]  # fmt: skip
     for number, figure, theirs in (
-        (
-            "5c",
-            "same POST path with an RQ enqueue instead (Flask + RQ SimpleWorker), median",
-            get(r, "flask_rq_simple", "post_to_start", "median_ms"),
-        ),
-        (
-            "5d",
-            "RQ default (forking) Worker enqueue -> start, median",
-            get(r, "rq_fork", "median_ms"),
-        ),
-    ):
-        rows.append(
-            compare(
-                number,
-                figure,
-                theirs,
-                ours.get("median_ms"),
-                "ours",
-                **ms,
-                ratio=div(ours.get("median_ms"), theirs),
-                ratio_unit="x (ours/them)",
-            )
-        )
+        ("5c", "same POST path with an RQ enqueue instead (Flask + RQ SimpleWorker), median",
+         get(r, "flask_rq_simple", "post_to_start", "median_ms")),
+        ("5d", "RQ default (forking) Worker enqueue -> start, median",
+         get(r, "rq_fork", "median_ms")),
+    ):  # fmt: skip
+        ratio = div(ours.get("median_ms"), theirs)
+        rows.append(compare(number, figure, theirs, ours.get("median_ms"), "ours", **ms,
+                            ratio=ratio, ratio_unit="x (ours/them)"))  # fmt: skip
     return rows
 
 
 def details(r: dict) -> list[str]:
     """Section 5: every path's percentiles, what they say, one round trip after idle."""
+    keys = ("median_ms", "p90_ms", "p99_ms", "max_ms")
+    paths = (
+        (label, *(f"{s[k]:.2f} ms" for k in keys)) for label, path in PATHS if (s := get(r, *path))
+    )
     out = [
         "## 5. Submit",
         "",
@@ -423,39 +355,26 @@ def details(r: dict) -> list[str]:
         " started_at (database clock, same machine). RQ: clock before `enqueue()` -> the"
         " job function's first line.",
         "",
-        *table(
-            ("path", "median", "p90", "p99", "max"),
-            (
-                (label, *(f"{s[k]:.2f} ms" for k in ("median_ms", "p90_ms", "p99_ms", "max_ms")))
-                for label, path in PATHS
-                if (s := get(r, *path))
-            ),
-        ),
+        *table(("path", "median", "p90", "p99", "max"), paths),
     ]
     if r.get("rq_error"):
         out.append(f"\nRQ not measured: {r['rq_error']}")
     out += _reading(r)
     if trips := r.get("round_trip"):
+        pairs = (
+            (n, trips.get(f"{n}_back_to_back"), trips.get(f"{n}_after_idle"))
+            for n in ("postgres", "redis")
+        )
+        figures = ((n, w["median_ms"], i["median_ms"], i["p90_ms"]) for n, w, i in pairs if w and i)
+        rows = ((n, *(f"{v:.3f} ms" for v in values)) for n, *values in figures)
+        header = ("round trip", "back to back, median", "after idle, median", "after idle, p90")
         out += [
             "",
             "One round trip (`SELECT 1`, Redis `PING`), back to back and after the"
             f" {1000 * SETTLE_PAUSE:.0f} ms idle pause every submit above starts from:"
             " what each hop between processes costs here.",
             "",
-            *table(
-                ("round trip", "back to back, median", "after idle, median", "after idle, p90"),
-                (
-                    (
-                        name,
-                        f"{warm['median_ms']:.3f} ms",
-                        f"{idle['median_ms']:.3f} ms",
-                        f"{idle['p90_ms']:.3f} ms",
-                    )
-                    for name in ("postgres", "redis")
-                    if (warm := trips.get(f"{name}_back_to_back"))
-                    and (idle := trips.get(f"{name}_after_idle"))
-                ),
-            ),
+            *table(header, rows),
         ]
     return [*out, ""]
 
@@ -483,9 +402,5 @@ def _reading(r: dict) -> list[str]:
     ]
 
 
-def main() -> None:
-    run_alone(run, __doc__, n=200)
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, n=200)

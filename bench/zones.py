@@ -119,10 +119,9 @@ class StandIn:
             return Counter(json.loads(answer.read()))
 
     def cpu_s(self) -> float:
-        import os
+        from .common import cpu_seconds
 
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.process.pid)
 
     def close(self) -> None:
         self.process.stdin.close()
