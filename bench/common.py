@@ -290,9 +290,9 @@ def loaded(
     """A server on the emptied database, with `jobs` users each running a job (prefix: emails).
 
     The one way a benchmark puts a server under load: MAX_CONCURRENT_JOBS lets every job
-    run (env may say otherwise; SERVER_ENV's with jobs=0), url reaches the database some other way (a proxy), cwd
-    holds other code (an export of an older revision), and with no prefix nobody signs up
-    yet. The server stops however the block ends.
+    run (env may say otherwise; SERVER_ENV's with jobs=0), url reaches the database some
+    other way (a proxy), cwd holds other code (an export of an older revision), and with
+    no prefix nobody signs up yet. The server stops however the block ends.
     """
     db.truncate()
     limit = {"MAX_CONCURRENT_JOBS": str(max(jobs, 8))} if jobs else {}

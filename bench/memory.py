@@ -91,26 +91,13 @@ def summary(r: dict) -> list[Row]:
     rss, per_job = mib(get(r, "product", "with_jobs", "VmRSS")), mib(get(r, "per_job_kib"))
     idle = mib(get(r, "product", "idle", "VmRSS"))
     return [
-        compare(
-            "6",
-            f"worker VmRSS with {get(r, 'product', 'jobs_running')} running zone jobs",
-            rss,
-            mib(get(r, "bare_interpreter", "VmRSS")),
-            "bare interpreter, same libraries",
-            1,
-            " MiB",
-            target="<= 130 MiB",
-            ok=check(rss, lambda v: v <= 130),
-        ),
-        Row(
-            "6b",
-            "VmRSS per running zone job ((with jobs - idle) / jobs)",
-            num(per_job, 2, " MiB"),
-            f"worker idle {num(idle, 1, ' MiB')}",
-            target="<= 0.5 MiB",
-            ok=check(per_job, lambda v: v <= 0.5),
-        ),
-    ]
+        compare("6", f"worker VmRSS with {get(r, 'product', 'jobs_running')} running zone jobs",
+                rss, mib(get(r, "bare_interpreter", "VmRSS")), "bare interpreter, same libraries",
+                1, " MiB", target="<= 130 MiB", ok=check(rss, lambda v: v <= 130)),
+        Row("6b", "VmRSS per running zone job ((with jobs - idle) / jobs)",
+            num(per_job, 2, " MiB"), f"worker idle {num(idle, 1, ' MiB')}",
+            target="<= 0.5 MiB", ok=check(per_job, lambda v: v <= 0.5)),
+    ]  # fmt: skip
 
 
 def details(r: dict) -> list[str]:
@@ -121,20 +108,13 @@ def details(r: dict) -> list[str]:
         ("product worker, idle", p["idle"]),
         (f"product worker, {p['jobs_running']} zone jobs running (largest sample)", p["with_jobs"]),
     )
+    keys = ("VmRSS", "VmHWM", "Pss")
+    rows = ((label, *(num(mib(s.get(k)), 1, " MiB") for k in keys), s.get("Threads"))
+            for label, s in processes)  # fmt: skip
     return [
         "## 6. Memory",
         "",
-        *table(
-            ("process", "VmRSS", "VmHWM", "Pss", "threads"),
-            (
-                (
-                    label,
-                    *(num(mib(s.get(k)), 1, " MiB") for k in ("VmRSS", "VmHWM", "Pss")),
-                    s.get("Threads"),
-                )
-                for label, s in processes
-            ),
-        ),
+        *table(("process", "VmRSS", "VmHWM", "Pss", "threads"), rows),
         "",
         f"Per running job: {num(mib(r.get('per_job_kib')), 2, ' MiB')}; upstream calls answered"
         f" meanwhile: {p.get('upstream_calls', 'n/a')}, {UPSTREAM_LATENCY_S:g} s each.",

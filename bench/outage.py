@@ -104,44 +104,41 @@ def summary(r: dict) -> list[Row]:
     """Rows 3d-3f: pages refunded at the first poll after a long outage, a blip's jobs charged."""
     lo, bl = r["long"], r["blip"]
     return [
-        Row(
-            "3d",
-            f"database gone {lo['down_s']:g} s (> lease) under {lo['jobs']} running jobs"
+        Row("3d", f"database gone {lo['down_s']:g} s (> lease) under {lo['jobs']} running jobs"
             " -> every page refunded, after the return",
             f"{num(lo['max_s_after_return'], 2, ' s')} (poll #{lo['max_polls_after_return']})",
             f"poll interval {num(r['poll_s'], 1, ' s')}, lease {num(r['lease_s'], 1, ' s')}",
             num(div(lo["max_s_after_return"], r["lease_s"]), 2, "x lease"),
             "first poll after the return, refunded once",
-            check(
-                lo["max_polls_after_return"],
-                lambda v: v == 1 and lo["failed_refunded_once"] == lo["jobs"] and not lo["double"],
-            ),
-        ),
-        Row(
-            "3e",
-            f"database gone {bl['down_s']:g} s (< lease) under {bl['jobs']} running jobs"
-            " -> jobs finished, charged once",
-            f"{bl['succeeded_charged_once']}/{bl['jobs']}",
-            f"refunded {bl['failed_refunded_once']}",
-            "",
-            "all, none twice",
-            check(bl["succeeded_charged_once"], lambda v: v == bl["jobs"] and not bl["double"]),
-        ),
-        Row(
-            "3f",
-            "polls during the outage: 503 / 500; log tracebacks",
+            check(lo["max_polls_after_return"], lambda v: v == 1
+                  and lo["failed_refunded_once"] == lo["jobs"] and not lo["double"])),
+        Row("3e", f"database gone {bl['down_s']:g} s (< lease) under {bl['jobs']} running jobs"
+            " -> jobs finished, charged once", f"{bl['succeeded_charged_once']}/{bl['jobs']}",
+            f"refunded {bl['failed_refunded_once']}", "", "all, none twice",
+            check(bl["succeeded_charged_once"], lambda v: v == bl["jobs"] and not bl["double"])),
+        Row("3f", "polls during the outage: 503 / 500; log tracebacks",
             f"{lo['polls_during_503']} / {lo['polls_during_500']};"
             f" {lo['log_tracebacks']} traceback(s), {num(lo['log_bytes'] / 1024, 1, ' KiB')}",
-            f"{lo['polls_during']} polls",
-            "",
-            "no 500, <= 1 traceback per error",
-            check(lo["polls_during_500"], lambda v: v == 0 and lo["log_tracebacks"] <= 2),
-        ),
-    ]
+            f"{lo['polls_during']} polls", "", "no 500, <= 1 traceback per error",
+            check(lo["polls_during_500"], lambda v: v == 0 and lo["log_tracebacks"] <= 2)),
+    ]  # fmt: skip
+
+
+COLUMNS = ("outage", "jobs", "work", "settled", "max after return", "median", "poll #",
+           "succeeded, charged once", "failed, refunded once", "double",
+           "polls during: 503 / 500", "log: lines, tracebacks")  # fmt: skip
 
 
 def details(r: dict) -> list[str]:
     """Section 3b: both outages, what the pages, the ledger and the log said."""
+    rows = (
+        (f"{t['down_s']:g} s", t["jobs"], f"{t['work_s']:g} s", t["settled"],
+         num(t["max_s_after_return"], 2, " s"), num(t["median_s_after_return"], 2, " s"),
+         t["max_polls_after_return"], t["succeeded_charged_once"], t["failed_refunded_once"],
+         t["double"], f"{t['polls_during_503']} / {t['polls_during_500']}",
+         f"{t['log_lines']}, {t['log_tracebacks']}")
+        for t in (r["long"], r["blip"])
+    )  # fmt: skip
     return [
         "## 3b. Database outage",
         "",
@@ -152,39 +149,7 @@ def details(r: dict) -> list[str]:
         " Times are from the proxy's return to the settled answer; poll # counts the polls sent"
         " after the return, up to the one that settled the page (1: the first).",
         "",
-        *table(
-            (
-                "outage",
-                "jobs",
-                "work",
-                "settled",
-                "max after return",
-                "median",
-                "poll #",
-                "succeeded, charged once",
-                "failed, refunded once",
-                "double",
-                "polls during: 503 / 500",
-                "log: lines, tracebacks",
-            ),
-            (
-                (
-                    f"{t['down_s']:g} s",
-                    t["jobs"],
-                    f"{t['work_s']:g} s",
-                    t["settled"],
-                    num(t["max_s_after_return"], 2, " s"),
-                    num(t["median_s_after_return"], 2, " s"),
-                    t["max_polls_after_return"],
-                    t["succeeded_charged_once"],
-                    t["failed_refunded_once"],
-                    t["double"],
-                    f"{t['polls_during_503']} / {t['polls_during_500']}",
-                    f"{t['log_lines']}, {t['log_tracebacks']}",
-                )
-                for t in (r["long"], r["blip"])
-            ),
-        ),
+        *table(COLUMNS, rows),
         "",
         "The blip's jobs settle when their remaining work is done, not at the return.",
         "",

@@ -205,29 +205,14 @@ def summary(r: dict) -> list[Row]:
     street, name = (div(1e6, get(r, "kinds", k, "product_us")) for k in ("street", "name"))
     streets = mib(get(r, "memory_kib", "product", "with_streets", "VmRSS"))
     rows = [
-        compare(
-            "7a",
-            f"place lookup per query, slowest kind vs before ({worst.get('kind')})",
-            worst.get("product_us"),
-            worst.get("baseline_us"),
-            f"the resolver at {rev}",
-            1,
-            " µs",
-            ratio=worst.get("ratio"),
-            target="<= 1.5x",
-            ok=check(worst.get("ratio"), lambda v: v <= 1.5),
-        ),
-        compare(
-            "7b",
-            "app + place index, VmRSS of a fresh interpreter",
-            rss,
-            mib(get(r, "memory_kib", "baseline", "with_index", "VmRSS")),
-            f"the index at {rev}",
-            1,
-            " MiB",
-            target="<= 100 MiB",
-            ok=check(rss, lambda v: v <= 100),
-        ),
+        compare("7a", f"place lookup per query, slowest kind vs before ({worst.get('kind')})",
+                worst.get("product_us"), worst.get("baseline_us"), f"the resolver at {rev}", 1,
+                " µs", ratio=worst.get("ratio"), target="<= 1.5x",
+                ok=check(worst.get("ratio"), lambda v: v <= 1.5)),
+        compare("7b", "app + place index, VmRSS of a fresh interpreter", rss,
+                mib(get(r, "memory_kib", "baseline", "with_index", "VmRSS")),
+                f"the index at {rev}", 1, " MiB", target="<= 100 MiB",
+                ok=check(rss, lambda v: v <= 100)),
         compare("7c", "street addresses placed per second (one core)", street, name,
                 "municipality names", 0, "/s", target=">= 1,000/s",
                 ok=check(street, lambda v: v >= 1000)),
@@ -245,6 +230,12 @@ def details(r: dict) -> list[str]:
     def us(k: dict, who: str) -> str:
         return f"{num(k[f'{who}_us'], 1, ' µs')} ({num(k.get(f'{who}_median_us'), 1, ' µs')})"
 
+    rows = (
+        (kind, k["queries"], us(k, "product"), us(k, "baseline"),
+         num(div(k["product_us"], k["baseline_us"]), 2, "x"),
+         f"{num(k.get('product_calls'), 0)} / {num(k.get('baseline_calls'), 0)}")
+        for kind, k in r.get("kinds", {}).items()
+    )  # fmt: skip
     return [
         "## 7. Place lookup",
         "",
@@ -257,25 +248,11 @@ def details(r: dict) -> list[str]:
         "",
         *table(
             ("queries", "n", "product", "baseline", "ratio", "calls per query, product / baseline"),
-            (
-                (
-                    kind,
-                    k["queries"],
-                    us(k, "product"),
-                    us(k, "baseline"),
-                    num(div(k["product_us"], k["baseline_us"]), 2, "x"),
-                    f"{num(k.get('product_calls'), 0)} / {num(k.get('baseline_calls'), 0)}",
-                )
-                for kind, k in r.get("kinds", {}).items()
-            ),
+            rows,
         ),
         "",
     ]
 
 
-def main() -> None:
-    run_alone(run, __doc__, database=False, quick=False)
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, database=False, quick=False)

@@ -27,7 +27,7 @@ import requests
 
 from . import wrk
 from .common import USER_AGENT, Database, count_running, loaded, log, run_alone
-from .table import Row, check, compare, get, missing, num, table
+from .table import Row, check, compare, get, missing, num
 
 ENDPOINTS = (
     "constant",
@@ -133,15 +133,9 @@ NUMBER, NAME = "1", "poll path, closed loop"
 AT_LEAST = (
     ("1a", "status fragment, closed loop (wrk), req/s", "status", "constant", "constant", 0.8),
     ("1b", "status fragment vs `SELECT 1`, req/s", "status", "select1", "SELECT 1", 1.3),
-    (
-        "1e",
-        "status fragment from Japanese sessions vs English ones, req/s",
-        "status_ja",
-        "status",
-        "English",
-        0.95,
-    ),
-)
+    ("1e", "status fragment from Japanese sessions vs English ones, req/s", "status_ja",
+     "status", "English", 0.95),
+)  # fmt: skip
 
 
 def summary(r: dict) -> list[Row]:
@@ -150,37 +144,19 @@ def summary(r: dict) -> list[Row]:
     ratio = {name: get(v, "median") for name, v in r.get("ratios", {}).items()}
     nc = ratio.get("status/status_nocheck")
     rows = [
-        compare(
-            number,
-            figure,
-            rps.get(ep),
-            rps.get(base),
-            label,
-            0,
-            ratio=ratio.get(f"{ep}/{base}"),
-            target=f">= {floor}x",
-            ok=check(ratio.get(f"{ep}/{base}"), lambda v, floor=floor: v >= floor),
-        )
+        compare(number, figure, rps.get(ep), rps.get(base), label, 0,
+                ratio=ratio.get(f"{ep}/{base}"), target=f">= {floor}x",
+                ok=check(ratio.get(f"{ep}/{base}"), lambda v, floor=floor: v >= floor))
         for number, figure, ep, base, label, floor in AT_LEAST
-    ]
+    ]  # fmt: skip
     return rows + [
-        Row(
-            "1c",
-            "reaper check on a healthy poll: throughput cost over HTTP (noisy)",
+        Row("1c", "reaper check on a healthy poll: throughput cost over HTTP (noisy)",
             num(None if missing(nc) else 100 * (1 - nc), 1, " %"),
-            f"no check {num(rps.get('status_nocheck'), 0)} req/s",
-            num(nc, 2, "x"),
-            "<= 3 %",
-        ),
-        Row(
-            "1d",
-            "reaping UPDATE on every poll instead (for comparison)",
-            f"{num(rps.get('status_reap'), 0)} req/s",
-            f"status {num(rps.get('status'), 0)}",
-            num(ratio.get("status_reap/status"), 2, "x"),
-            "(design avoids it)",
-        ),
-    ]
+            f"no check {num(rps.get('status_nocheck'), 0)} req/s", num(nc, 2, "x"), "<= 3 %"),
+        Row("1d", "reaping UPDATE on every poll instead (for comparison)",
+            f"{num(rps.get('status_reap'), 0)} req/s", f"status {num(rps.get('status'), 0)}",
+            num(ratio.get("status_reap/status"), 2, "x"), "(design avoids it)"),
+    ]  # fmt: skip
 
 
 def details(r: dict) -> list[str]:
@@ -196,13 +172,7 @@ def details(r: dict) -> list[str]:
         "",
         *wrk.endpoints_table(r["endpoints"]),
         "",
-        *table(
-            ("ratio", "median", "per round"),
-            (
-                (name, f"{v['median']:.2f}", ", ".join(f"{x:.2f}" for x in v["rounds"]))
-                for name, v in r["ratios"].items()
-            ),
-        ),
+        *wrk.ratios_table(r["ratios"]),
         "",
         f"Jobs still running after the measurement: {r.get('jobs_running_after')} of"
         f" {r.get('users')}; last fragment: {r.get('fragment_after')}.",

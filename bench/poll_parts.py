@@ -34,6 +34,18 @@ def _best_ms(fn: Callable[[], object], n: int, repeats: int) -> float:
     return best_ns(fn, n, repeats) / 1e6
 
 
+def _alternating(a, b, n: int, repeats: int) -> tuple[float, float]:
+    """The best ms per call of a and of b, measured in turn 3 x repeats times.
+
+    For differences of a few microseconds: a noisy moment favours neither.
+    """
+    best_a = best_b = float("inf")
+    for _ in range(3 * repeats):
+        best_a = min(best_a, _best_ms(a, n, 1))
+        best_b = min(best_b, _best_ms(b, n, 1))
+    return best_a, best_b
+
+
 def _psycopg_sql(sql: str) -> str:
     return re.sub(r"(?<!:):(\w+)", r"%(\1)s", sql)
 
@@ -107,79 +119,51 @@ def run(db: Database, n: int = 500, repeats: int = 3) -> dict:
 
     log("poll_parts: the parts")
     raw = psycopg.connect(db.url, autocommit=True)
-    plain_engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"], pool_pre_ping=False)
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    plain_engine = create_engine(url, pool_pre_ping=False)
     # The same pool without the ping on checkout and without BEGIN/ROLLBACK around a read.
-    lean_engine = create_engine(
-        app.config["SQLALCHEMY_DATABASE_URI"], pool_pre_ping=False, isolation_level="AUTOCOMMIT"
-    )
+    lean_engine = create_engine(url, pool_pre_ping=False, isolation_level="AUTOCOMMIT")
+    # A new user's session generation is 0.
+    params = {"id": job_id, "user": uid, "lease": 3600.0, "deadline": 7200.0, "late": 25.0}
+    params["gen"] = 0
+    raw_view = _psycopg_sql(views.VIEW_SQL.text)
+    raw_view_nocheck = _psycopg_sql(views.VIEW_SQL.text.replace(transitions.STALE, "false"))
+    nocheck = {"id": job_id, "user": uid, "late": 25.0, "gen": 0}
+    user_sql = "SELECT id, email, role, point_balance FROM users WHERE id = %s"
+
+    def orm_user() -> None:
+        sa.session.get(User, uid)
+        sa.session.remove()  # what Flask-SQLAlchemy does at the end of a request
+
+    def view_sql_session() -> None:
+        sa.session.execute(views.VIEW_SQL, params).first()
+        sa.session.rollback()
+
+    def view_sql(engine) -> Callable[[], None]:
+        def call() -> None:
+            with engine.connect() as conn:
+                conn.execute(views.VIEW_SQL, params).first()
+
+        return call
+
     with app.app_context():
-
-        def pool_checkout() -> None:
-            with sa.engine.connect():
-                pass
-
-        def pool_checkout_noping() -> None:
-            with plain_engine.connect():
-                pass
-
-        def orm_user() -> None:
-            sa.session.get(User, uid)
-            sa.session.remove()  # what Flask-SQLAlchemy does at the end of a request
-
-        def raw_user() -> None:
-            raw.execute(
-                "SELECT id, email, role, point_balance FROM users WHERE id = %s", (uid,)
-            ).fetchone()
-
-        # A new user's session generation is 0.
-        params = {
-            "id": job_id,
-            "user": uid,
-            "lease": 3600.0,
-            "deadline": 7200.0,
-            "late": 25.0,
-            "gen": 0,
+        parts = {
+            "pool_checkout_pre_ping": lambda: sa.engine.connect().close(),
+            "pool_checkout_no_ping": lambda: plain_engine.connect().close(),
+            "orm_get_user": orm_user,
+            "raw_select_user": lambda: raw.execute(user_sql, (uid,)).fetchone(),
+            "view_sql_session": view_sql_session,
+            "view_sql_core": view_sql(sa.engine),
+            "view_sql_core_autocommit_noping": view_sql(lean_engine),
         }
-
-        def view_sql_session() -> None:
-            sa.session.execute(views.VIEW_SQL, params).first()
-            sa.session.rollback()
-
-        raw_view = _psycopg_sql(views.VIEW_SQL.text)
-        raw_view_nocheck = _psycopg_sql(views.VIEW_SQL.text.replace(transitions.STALE, "false"))
-
-        def view_sql_core() -> None:
-            with sa.engine.connect() as conn:
-                conn.execute(views.VIEW_SQL, params).first()
-
-        def view_sql_core_autocommit_noping() -> None:
-            with lean_engine.connect() as conn:
-                conn.execute(views.VIEW_SQL, params).first()
-
-        def view_sql_raw() -> None:
-            raw.execute(raw_view, params).fetchone()
-
-        def view_sql_raw_nocheck() -> None:
-            raw.execute(
-                raw_view_nocheck, {"id": job_id, "user": uid, "late": 25.0, "gen": 0}
-            ).fetchone()
-
-        out["pool_checkout_pre_ping_ms"] = _best_ms(pool_checkout, n, repeats)
-        out["pool_checkout_no_ping_ms"] = _best_ms(pool_checkout_noping, n, repeats)
-        out["orm_get_user_ms"] = _best_ms(orm_user, n, repeats)
-        out["raw_select_user_ms"] = _best_ms(raw_user, n, repeats)
-        out["view_sql_session_ms"] = _best_ms(view_sql_session, n, repeats)
-        out["view_sql_core_ms"] = _best_ms(view_sql_core, n, repeats)
-        out["view_sql_core_autocommit_noping_ms"] = _best_ms(
-            view_sql_core_autocommit_noping, n, repeats
+        out |= {f"{name}_ms": _best_ms(fn, n, repeats) for name, fn in parts.items()}
+        # The staleness column's cost is a few microseconds: the two alternate.
+        out["view_sql_raw_ms"], out["view_sql_raw_nocheck_ms"] = _alternating(
+            lambda: raw.execute(raw_view, params).fetchone(),
+            lambda: raw.execute(raw_view_nocheck, nocheck).fetchone(),
+            n,
+            repeats,
         )
-        # The staleness column's cost is a few microseconds: A and B alternate, many times.
-        with_check, without = float("inf"), float("inf")
-        for _ in range(3 * repeats):
-            with_check = min(with_check, _best_ms(view_sql_raw, n, 1))
-            without = min(without, _best_ms(view_sql_raw_nocheck, n, 1))
-        out["view_sql_raw_ms"] = with_check
-        out["view_sql_raw_nocheck_ms"] = without
         out["raw_select_1_ms"] = _best_ms(lambda: raw.execute("SELECT 1").fetchone(), n, repeats)
 
     with app.test_request_context(status_path, headers=headers):
@@ -239,11 +223,7 @@ def _fast_poll(app, client, status_path, headers, job_id, uid, n, repeats) -> di
         unchanged()
         if answered[-1] != "304 Not Modified":
             raise RuntimeError(f"fast poll with If-None-Match: {answered[-1]}")
-        # The two alternate, many times, so that a noisy moment does not favour either.
-        rendered, kept = float("inf"), float("inf")
-        for _ in range(3 * repeats):
-            rendered = min(rendered, _best_ms(whole, n, 1))
-            kept = min(kept, _best_ms(unchanged, n, 1))
+        rendered, kept = _alternating(whole, unchanged, n, repeats)
         out["fast_poll_ms"] = min(out["fast_poll_ms"], rendered)
         out["fast_poll_unchanged_ms"] = kept
     out["fast_poll_session_ms"] = _best_ms(lambda: live.session_data(environ), n, repeats)
@@ -275,58 +255,37 @@ def _fast_poll(app, client, status_path, headers, job_id, uid, n, repeats) -> di
 NUMBER, NAME = "1c'", "where a poll's time goes"
 
 
+def _share(number: str, figure: str, part_ms: float, poll_ms: float, poll: str) -> Row:
+    """A row for a part's cost per poll and its share of the poll: at most 3 %."""
+    share = part_ms / poll_ms
+    said = f"{num(1000 * part_ms, 1, ' us')} = {num(100 * share, 2, ' %')} of a poll"
+    return Row(number, figure, said, f"{poll} {num(poll_ms, 2, ' ms')} in-process",
+               num(1 + share, 3, "x"), "<= 3 %", check(share, lambda v: v <= 0.03))  # fmt: skip
+
+
 def summary(r: dict) -> list[Row]:
-    """Row 1c': the staleness column's share of a poll, its SELECT with and without it."""
+    """Rows 1f' and 1c': the histogram's and the staleness column's share of a poll."""
     try:
         cost_ms = r["view_sql_raw_ms"] - r["view_sql_raw_nocheck_ms"]
-        share = cost_ms / r["request_status_ms"]
+        figure = "reaper check on a healthy poll: staleness column's cost per poll"
+        staleness = _share("1c'", figure + " (in-process, precise)", cost_ms,
+                           r["request_status_ms"], "poll")  # fmt: skip
     except (KeyError, TypeError, ZeroDivisionError):
         return []
-    rows = []
-    if r.get("fast_poll_metrics_ms") and r.get("fast_poll_unchanged_ms"):
-        # The histogram against the cheapest poll (answered 304), where its share is largest.
-        metric = r["fast_poll_metrics_ms"] / r["fast_poll_unchanged_ms"]
-        rows.append(
-            Row(
-                "1f'",
-                "the poll's latency histogram: its cost per poll (in-process, precise)",
-                f"{num(1000 * r['fast_poll_metrics_ms'], 1, ' us')}"
-                f" = {num(100 * metric, 2, ' %')} of a poll",
-                f"poll answered 304 {num(r['fast_poll_unchanged_ms'], 2, ' ms')} in-process",
-                num(1 + metric, 3, "x"),
-                "<= 3 %",
-                check(metric, lambda v: v <= 0.03),
-            )
-        )
-    return rows + [
-        Row(
-            "1c'",
-            "reaper check on a healthy poll: staleness column's cost per poll"
-            " (in-process, precise)",
-            f"{num(1000 * cost_ms, 1, ' us')} = {num(100 * share, 2, ' %')} of a poll",
-            f"poll {num(r['request_status_ms'], 2, ' ms')} in-process",
-            num(1 + share, 3, "x"),
-            "<= 3 %",
-            check(share, lambda v: v <= 0.03),
-        )
-    ]
+    if not (r.get("fast_poll_metrics_ms") and r.get("fast_poll_unchanged_ms")):
+        return [staleness]
+    # The histogram against the cheapest poll (answered 304), where its share is largest.
+    figure = "the poll's latency histogram: its cost per poll (in-process, precise)"
+    return [_share("1f'", figure, r["fast_poll_metrics_ms"], r["fast_poll_unchanged_ms"],
+                   "poll answered 304"), staleness]  # fmt: skip
 
 
 def details(r: dict) -> list[str]:
     """Its section: every part's time per call."""
-    return [
-        "### Where a poll's time goes (in-process, one thread, best of 3)",
-        "",
-        *table(
-            ("part", "ms per call"), ((k.removesuffix("_ms"), f"{v:.3f}") for k, v in r.items())
-        ),
-        "",
-    ]
-
-
-def main() -> None:
-    run_alone(run, __doc__)
+    rows = ((k.removesuffix("_ms"), f"{v:.3f}") for k, v in r.items())
+    title = "### Where a poll's time goes (in-process, one thread, best of 3)"
+    return [title, "", *table(("part", "ms per call"), rows), ""]
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__)

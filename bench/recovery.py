@@ -185,55 +185,63 @@ NUMBER, NAME = "3", "recovery"
 
 def summary(r: dict) -> list[Row]:
     """Rows 3a-3c: SIGKILL -> the page refunded within lease + a poll; SIGTERM -> settled."""
-    bound = r["lease_s"] + r["poll_s"]
-    kill = r.get("kill", {})
+    bound, kill = r["lease_s"] + r["poll_s"], r.get("kill", {})
+    worst = kill.get("max_s")
     rows = [
-        Row(
-            "3a",
-            f"SIGKILL mid-job -> poll shows refunded (max of {len(kill.get('trials', []))})",
-            f"{num(kill.get('max_s'), 2, ' s')} (median {num(kill.get('median_s'), 2, ' s')})",
-            f"lease + poll = {num(bound, 1, ' s')}",
-            num(div(kill.get("max_s"), bound), 2, "x"),
+        Row("3a", f"SIGKILL mid-job -> poll shows refunded (max of {len(kill.get('trials', []))})",
+            f"{num(worst, 2, ' s')} (median {num(kill.get('median_s'), 2, ' s')})",
+            f"lease + poll = {num(bound, 1, ' s')}", num(div(worst, bound), 2, "x"),
             "<= lease + 1 poll, truthful",
-            check(kill.get("max_s"), lambda v: v <= bound and kill.get("all_truthful")),
-        )
-    ]
+            check(worst, lambda v: v <= bound and kill.get("all_truthful")))
+    ]  # fmt: skip
     # The figure is the time until the jobs are settled (as for SIGKILL); the process's
     # own exit is shown beside the bare Flask app's.
     for t in r.get("term", []):
         settled_s, exit_s = t.get("last_finalized_after_signal_s"), t.get("seconds_to_master_exit")
         everyone = t["settled_before_exit"] and t["jobs_settled"] == t["jobs"]
-        rows.append(
-            Row(
-                "3b",
-                f"SIGTERM with {t['jobs']} running job(s) -> every job settled",
-                f"{num(settled_s, 2, ' s')} ({t['jobs_settled']}/{t['jobs']});"
-                f" before exit: {t['settled_before_exit']}",
-                f"master exit {num(exit_s, 2, ' s')}",
-                num(div(settled_s, exit_s), 2, "x"),
-                "< 1 s, settled before exit",
-                check(settled_s, lambda v, everyone=everyone: v < 1 and everyone),
-            )
-        )
+        rows.append(Row(
+            "3b", f"SIGTERM with {t['jobs']} running job(s) -> every job settled",
+            f"{num(settled_s, 2, ' s')} ({t['jobs_settled']}/{t['jobs']});"
+            f" before exit: {t['settled_before_exit']}",
+            f"master exit {num(exit_s, 2, ' s')}", num(div(settled_s, exit_s), 2, "x"),
+            "< 1 s, settled before exit",
+            check(settled_s, lambda v, everyone=everyone: v < 1 and everyone),
+        ))  # fmt: skip
     for t in r.get("term", [])[-1:]:
-        rows.append(
-            compare(
-                "3c",
-                f"SIGTERM with {t['jobs']} running job(s) -> master exit",
-                t.get("seconds_to_master_exit"),
-                get(r, "term_bare_flask", "seconds_to_master_exit"),
-                "bare Flask",
-                2,
-                " s",
-                target="(gunicorn keeps kept-alive connections 2 s)",
-            )
-        )
+        rows.append(compare(
+            "3c", f"SIGTERM with {t['jobs']} running job(s) -> master exit",
+            t.get("seconds_to_master_exit"), get(r, "term_bare_flask", "seconds_to_master_exit"),
+            "bare Flask", 2, " s", target="(gunicorn keeps kept-alive connections 2 s)",
+        ))  # fmt: skip
     return rows
+
+
+KILLED = ("SIGKILL trial", "to settled", "last heartbeat before the kill", "first answer",
+          "final fragment", "ledger (consumes/refunds)", "truthful")  # fmt: skip
+TERMED = ("SIGTERM", "worker exit", "master exit", "jobs settled", "last finalized_at",
+          "settled before exit")  # fmt: skip
 
 
 def details(r: dict) -> list[str]:
     """Section 3: every SIGKILL trial, every SIGTERM and the bare Flask app's."""
     b = r.get("term_bare_flask", {})
+
+    def s(value) -> str:
+        return num(value, 2, " s")
+
+    kills = (
+        (i, s(t["seconds_to_settled"]), s(t.get("heartbeat_age_at_kill_s")),
+         s(t["seconds_to_first_answer"]), t["final"], f"{t['consumes']}/{t['refunds']}",
+         t["truthful"])
+        for i, t in enumerate(r["kill"]["trials"], 1)
+    )  # fmt: skip
+    terms = [
+        *((f"{t['jobs']} job(s)", s(t["seconds_to_worker_exit"]), s(t["seconds_to_master_exit"]),
+           t["jobs_settled"], s(t["last_finalized_after_signal_s"]), t["settled_before_exit"])
+          for t in r["term"]),
+        ("bare Flask (baseline)", s(b.get("seconds_to_worker_exit")),
+         s(b.get("seconds_to_master_exit")), "-", "-", "-"),
+    ]  # fmt: skip
     return [
         "## 3. Recovery",
         "",
@@ -241,61 +249,9 @@ def details(r: dict) -> list[str]:
         f" polls every {r['poll_s']:g} s from the kill (a poll that fails, e.g. on the"
         " dead worker's kept-alive connection, is not retried before the next one).",
         "",
-        *table(
-            (
-                "SIGKILL trial",
-                "to settled",
-                "last heartbeat before the kill",
-                "first answer",
-                "final fragment",
-                "ledger (consumes/refunds)",
-                "truthful",
-            ),
-            (
-                (
-                    i,
-                    num(t["seconds_to_settled"], 2, " s"),
-                    num(t.get("heartbeat_age_at_kill_s"), 2, " s"),
-                    num(t["seconds_to_first_answer"], 2, " s"),
-                    t["final"],
-                    f"{t['consumes']}/{t['refunds']}",
-                    t["truthful"],
-                )
-                for i, t in enumerate(r["kill"]["trials"], 1)
-            ),
-        ),
+        *table(KILLED, kills),
         "",
-        *table(
-            (
-                "SIGTERM",
-                "worker exit",
-                "master exit",
-                "jobs settled",
-                "last finalized_at",
-                "settled before exit",
-            ),
-            [
-                *(
-                    (
-                        f"{t['jobs']} job(s)",
-                        num(t["seconds_to_worker_exit"], 2, " s"),
-                        num(t["seconds_to_master_exit"], 2, " s"),
-                        t["jobs_settled"],
-                        num(t["last_finalized_after_signal_s"], 2, " s"),
-                        t["settled_before_exit"],
-                    )
-                    for t in r["term"]
-                ),
-                (
-                    "bare Flask (baseline)",
-                    num(b.get("seconds_to_worker_exit"), 2, " s"),
-                    num(b.get("seconds_to_master_exit"), 2, " s"),
-                    "-",
-                    "-",
-                    "-",
-                ),
-            ],
-        ),
+        *table(TERMED, terms),
         "",
         "Every SIGTERM trial holds kept-alive client connections (the polling browsers'),"
         " as a real deploy does.",

@@ -13,23 +13,15 @@
     python -m bench.scale [--n 100] [--backlog 200] [--duration 5]
 """
 
+import contextlib
 import json
 import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 
 from . import submit, wrk
-from .common import (
-    LOGS,
-    ROOT,
-    Database,
-    Server,
-    Worker,
-    run_alone,
-    users_with_running_jobs,
-)
+from .common import LOGS, ROOT, Database, Server, Worker, loaded, run_alone, wait_until
 from .table import Row, check, compare, get, num
 
 NO_WORK = {"ASSESSMENT_WORK_SECONDS": "0", "MAX_QUEUED_JOBS": "100000", "SIGNUP_POINTS": "100000"}
@@ -92,21 +84,18 @@ def backlog(db: Database, k: int) -> None:
         )
 
 
+STARTED = "SELECT count(*) FROM assessment_jobs WHERE started_at IS NOT NULL"
+
+
 def started_per_second(db: Database, k: int) -> dict:
     out = {}
     for workers in (1, 2):
         truncate(db)
-        with contextmanager_all(
-            [worker(db, f"scale-drain-{i}", **NO_WORK) for i in range(workers)]
-        ):
+        with contextlib.ExitStack() as stack:
+            for i in range(workers):
+                stack.enter_context(worker(db, f"scale-drain-{i}", **NO_WORK))
             backlog(db, k)
-            deadline = time.monotonic() + 120
-            while (
-                db.scalar("SELECT count(*) FROM assessment_jobs WHERE started_at IS NOT NULL") < k
-            ):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the backlog was not drained in 120 s")
-                time.sleep(0.1)
+            wait_until(lambda: db.scalar(STARTED) >= k, 120, "the backlog to drain", 0.1)
         span = db.scalar(
             "SELECT extract(epoch FROM max(started_at) - min(started_at)) FROM assessment_jobs"
         )
@@ -119,23 +108,13 @@ def started_per_second(db: Database, k: int) -> dict:
     return out
 
 
-@contextmanager
-def contextmanager_all(managers):
-    entered = []
-    try:
-        for manager in managers:
-            entered.append(manager.__enter__())
-        yield entered
-    finally:
-        for manager in reversed(managers[: len(entered)]):
-            manager.__exit__(None, None, None)
-
-
 def poll_throughput(db: Database, duration: float) -> dict:
     wrk.require()
     truncate(db)
-    with Server(db.url, "scale-poll-a") as a, Server(db.url, "scale-poll-b") as b:
-        users = users_with_running_jobs(a, db, 32, "scalepoll")
+    with (
+        loaded(db, "scale-poll-a", 32, "scalepoll") as (a, users),
+        Server(db.url, "scale-poll-b") as b,
+    ):
         lines = [(u.status_path, u.cookie) for u in users]
         one = wrk.run(a.url, lines, duration, connections=16).rps
         results: list[float] = []
@@ -219,37 +198,13 @@ NUMBER, NAME = "8", "scale"
 # Each step up beside the one before: (number, figure, part of the results, the figure's
 # path in it, the baseline's, the baseline's label, digits, unit).
 STEPS = (
-    (
-        "8a",
-        "POST -> running, median, JOB_EXECUTOR=procrastinate (1 worker)",
-        "submit",
-        ("procrastinate", "median_ms"),
-        ("thread", "median_ms"),
-        "thread",
-        2,
-        " ms",
-    ),
-    (
-        "8b",
-        "queued jobs started per second, 2 workers",
-        "started",
-        ("2_workers", "per_second"),
-        ("1_workers", "per_second"),
-        "1 worker",
-        0,
-        "/s",
-    ),
-    (
-        "8c",
-        "status fragment, closed loop, 2 web instances, req/s",
-        "poll",
-        ("2_instances_rps",),
-        ("1_instance_rps",),
-        "1 instance",
-        0,
-        "",
-    ),
-)
+    ("8a", "POST -> running, median, JOB_EXECUTOR=procrastinate (1 worker)", "submit",
+     ("procrastinate", "median_ms"), ("thread", "median_ms"), "thread", 2, " ms"),
+    ("8b", "queued jobs started per second, 2 workers", "started",
+     ("2_workers", "per_second"), ("1_workers", "per_second"), "1 worker", 0, "/s"),
+    ("8c", "status fragment, closed loop, 2 web instances, req/s", "poll",
+     ("2_instances_rps",), ("1_instance_rps",), "1 instance", 0, ""),
+)  # fmt: skip
 
 
 def summary(r: dict) -> list[Row]:
@@ -257,29 +212,14 @@ def summary(r: dict) -> list[Row]:
     ratio = {"submit": "ratio_median", "started": "ratio", "poll": "ratio"}
     misses = r.get("misses", {})
     return [
-        *(
-            compare(
-                number,
-                figure,
-                get(r, part, *path),
-                get(r, part, *base),
-                label,
-                digits,
-                unit,
-                ratio=get(r, part, ratio[part]),
-            )
-            for number, figure, part, path, base, label, digits, unit in STEPS
-        ),
-        Row(
-            "8d",
-            "upstream calls per 100 concurrent misses over 4 processes, shared cache",
+        *(compare(number, figure, get(r, part, *path), get(r, part, *base), label, digits, unit,
+                  ratio=get(r, part, ratio[part]))
+          for number, figure, part, path, base, label, digits, unit in STEPS),
+        Row("8d", "upstream calls per 100 concurrent misses over 4 processes, shared cache",
             num(misses.get("shared_on"), 0),
-            f"in-process cache only {num(misses.get('shared_off'), 0)}",
-            "",
-            "1",
-            check(misses.get("shared_on"), lambda v: v == 1),
-        ),
-    ]
+            f"in-process cache only {num(misses.get('shared_off'), 0)}", "", "1",
+            check(misses.get("shared_on"), lambda v: v == 1)),
+    ]  # fmt: skip
 
 
 def details(r: dict) -> list[str]:
@@ -287,9 +227,5 @@ def details(r: dict) -> list[str]:
     return []
 
 
-def main() -> None:
-    run_alone(run, __doc__, n=100, backlog=200, duration=5.0)
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, n=100, backlog=200, duration=5.0)

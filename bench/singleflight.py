@@ -99,10 +99,9 @@ def hits(n: int = 200_000, repeats: int = 7) -> dict:
         with lock:
             return ttl[key]
 
-    loop = best_ns(lambda: None, n, repeats)  # the loop and call overhead itself
-    out = {
+    return {
         "calls": n,
-        "empty_call_ns": loop,
+        "empty_call_ns": best_ns(lambda: None, n, repeats),  # the loop and call overhead
         "singleflight_get_ns": best_ns(lambda: cache.get(key, factory), n, repeats),
         "singleflight_get_counter_ns": best_ns(
             lambda: cache.get(key, factory, counter), n, repeats
@@ -111,7 +110,6 @@ def hits(n: int = 200_000, repeats: int = 7) -> dict:
         "ttlcache_ns": best_ns(lambda: ttl[key], n, repeats),
         "locked_ttlcache_ns": best_ns(locked_ttl, n, repeats),
     }
-    return out
 
 
 def run(db: None = None) -> dict:
@@ -126,28 +124,17 @@ LOOKUPS = ("singleflight_get", "singleflight_get_counter", "locked_ttlcache", "t
 def summary(r: dict) -> list[Row]:
     """Rows 4a-4b: upstream calls per 100 concurrent misses (target 1), a hit's cost."""
     m, h = r.get("misses", {}), r.get("hits", {})
+    hit, locked = h.get("singleflight_get_counter_ns"), h.get("locked_ttlcache_ns")
     return [
-        compare(
-            "4a",
-            "upstream calls per 100 concurrent misses of one key"
-            f" (max of {m.get('rounds')} rounds)",
-            m.get("max_calls"),
-            m.get("naive_mean_calls"),
-            "check-then-fetch",
-            0,
-            target="1",
-            ok=check(m.get("max_calls"), lambda v: v == 1),
-        ),
-        Row(
-            "4b",
-            "cache hit, per call (`get(key, f, counter)` as jobs call it)",
-            num(h.get("singleflight_get_counter_ns"), 0, " ns"),
-            f"locked TTLCache {num(h.get('locked_ttlcache_ns'), 0, ' ns')};"
-            f" dict {num(h.get('dict_ns'), 0, ' ns')}",
-            num(div(h.get("singleflight_get_counter_ns"), h.get("locked_ttlcache_ns")), 1, "x"),
-            "(no target)",
-        ),
-    ]
+        compare("4a", "upstream calls per 100 concurrent misses of one key"
+                f" (max of {m.get('rounds')} rounds)", m.get("max_calls"),
+                m.get("naive_mean_calls"), "check-then-fetch", 0, target="1",
+                ok=check(m.get("max_calls"), lambda v: v == 1)),
+        Row("4b", "cache hit, per call (`get(key, f, counter)` as jobs call it)",
+            num(hit, 0, " ns"), f"locked TTLCache {num(locked, 0, ' ns')};"
+            f" dict {num(h.get('dict_ns'), 0, ' ns')}", num(div(hit, locked), 1, "x"),
+            "(no target)"),
+    ]  # fmt: skip
 
 
 def details(r: dict) -> list[str]:
@@ -169,9 +156,5 @@ def details(r: dict) -> list[str]:
     ]
 
 
-def main() -> None:
-    run_alone(run, __doc__, database=False)
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(run, __doc__, database=False)

@@ -155,3 +155,12 @@ def endpoints_table(endpoints: dict[str, dict]) -> list[str]:
             for name, e in endpoints.items()
         ),
     )
+
+
+def ratios_table(ratios: dict[str, dict]) -> list[str]:
+    """The report's table of ratios taken per round: the median, each round's."""
+    rows = (
+        (name, f"{v['median']:.2f}", ", ".join(f"{x:.2f}" for x in v["rounds"]))
+        for name, v in ratios.items()
+    )
+    return table(("ratio", "median", "per round"), rows)
