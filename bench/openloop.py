@@ -21,9 +21,11 @@ Only 127.0.0.1; bounded by duration and a per-request timeout.
 """
 
 import asyncio
+import collections
 import gc
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .common import USER_AGENT, percentile
 
@@ -38,12 +40,9 @@ class Record:
     error: str | None = None
 
 
-class _Conn:
-    __slots__ = ("reader", "writer")
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self.reader = reader
-        self.writer = writer
+class _Conn(NamedTuple):
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
 
     def close(self) -> None:
         self.writer.close()
@@ -105,14 +104,9 @@ async def _generate(
     revalidate: bool = False,
 ) -> dict:
     loop = asyncio.get_running_loop()
+    head = f"HTTP/1.1\r\nHost: {host}:{port}\r\nHX-Request: true\r\nUser-Agent: {USER_AGENT}\r\n"
     pool = [
-        _Browser(
-            (
-                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nHX-Request: true\r\n"
-                f"User-Agent: {USER_AGENT}\r\n"
-                f"Cookie: {cookie}\r\nAccept: */*\r\n\r\n"
-            ).encode()
-        )
+        _Browser(f"GET {path} {head}Cookie: {cookie}\r\nAccept: */*\r\n\r\n".encode())
         for path, cookie in (targets[i % len(targets)] for i in range(browsers))
     ]
     records: list[Record] = []
@@ -173,12 +167,9 @@ async def _generate(
                     counts["not_modified"] += 1
             elif status == 200 and revalidate and etag:
                 b.etag, b.kept = etag, body
-            if status != 200:
-                records.append(Record(due, begun, sent, done, False, f"http {status}"))
-            elif expect not in body:
-                records.append(Record(due, begun, sent, done, False, "unexpected body"))
-            else:
-                records.append(Record(due, begun, sent, done, True))
+            error = f"http {status}" if status != 200 else None
+            error = error or (None if expect in body else "unexpected body")
+            records.append(Record(due, begun, sent, done, error is None, error))
             return
 
     start = loop.time() + 0.2
@@ -206,10 +197,7 @@ async def _generate(
 
     measured = [r for r in records if r.due >= start + warmup]
     ok = [r for r in measured if r.ok]
-    errors: dict[str, int] = {}
-    for r in measured:
-        if not r.ok:
-            errors[r.error] = errors.get(r.error, 0) + 1
+    errors = dict(collections.Counter(r.error for r in measured if not r.ok))
     latency = [(r.done - r.due) * 1e3 for r in ok]
     service = [(r.done - r.sent) * 1e3 for r in ok]
     lag = [(r.begun - r.due) * 1e3 for r in measured]

@@ -18,20 +18,16 @@ import threading
 import time
 
 from . import poll_closed, wrk
-from .common import BIN, LOGS, Database, Server, log, users_with_running_jobs
+from .common import BIN, LOGS, Database, User, loaded, log
 
 
-def py_spy() -> str:
-    found = shutil.which("py-spy") or str(BIN / "py-spy")
-    return found
-
-
-def record(pid: int, seconds: float, out: str, fmt: str = "raw", gil: bool = True) -> None:
-    cmd = [py_spy(), "record", "-p", str(pid), "-d", f"{seconds:g}", "-r", "200"]
-    cmd += ["-f", fmt, "-o", out, "--nonblocking"]
-    if gil:
-        cmd.append("--gil")
+def record(pid: int, seconds: float, name: str) -> str:
+    """Sample pid's GIL-holding thread for seconds into logs/profile-<name>.txt; summarize."""
+    out = str(LOGS / f"profile-{name}.txt")
+    cmd = [shutil.which("py-spy") or str(BIN / "py-spy"), "record", "-p", str(pid)]
+    cmd += ["-d", f"{seconds:g}", "-r", "200", "-f", "raw", "-o", out, "--nonblocking", "--gil"]
     subprocess.run(cmd, check=True, capture_output=True, timeout=seconds + 60)
+    return summarize(out)
 
 
 def summarize(raw_path: str, top: int = 40) -> str:
@@ -57,31 +53,20 @@ def summarize(raw_path: str, top: int = 40) -> str:
     return "\n".join(lines)
 
 
-def profile(server: Server, lines: list[tuple[str, str]], name: str, seconds: float) -> str:
-    pid = server.worker_pid()
-    raw = str(LOGS / f"profile-{name}.txt")
-    load = threading.Thread(
-        target=wrk.run, args=(server.url, lines, seconds + 4), kwargs={"connections": 16}
-    )
-    load.start()
-    try:
-        time.sleep(1.5)
-        record(pid, seconds, raw)
-    finally:
-        load.join()
-    return summarize(raw)
-
-
 def profile_endpoint(db: Database, endpoint: str, seconds: float, n_users: int = 32) -> str:
     """Profile the worker while wrk drives endpoint for users with one running job each."""
-    db.truncate()
-    with Server(db.url, "profile", MAX_CONCURRENT_JOBS=str(n_users)) as server:
-        users = users_with_running_jobs(server, db, n_users, "prof")
+    with loaded(db, "profile", n_users, "prof") as (server, users):
         lines = [(poll_closed.paths(u)[endpoint], u.cookie) for u in users]
         if endpoint in poll_closed.REVALIDATED:  # as poll_closed asks
             lines = poll_closed.with_etags(server.url, lines)
         log(f"profiling {endpoint} for {seconds:g} s")
-        return profile(server, lines, endpoint, seconds)
+        load = threading.Thread(target=wrk.run, args=(server.url, lines, seconds + 4))
+        load.start()
+        try:
+            time.sleep(1.5)
+            return record(server.worker_pid(), seconds, endpoint)
+        finally:
+            load.join()
 
 
 def on_miss(db: Database, closed: dict, quick: bool) -> dict | None:
@@ -100,10 +85,8 @@ def on_miss(db: Database, closed: dict, quick: bool) -> dict | None:
 
 def profile_submit(db: Database, seconds: float) -> str:
     """Profile the worker while one user submits, one job at a time (jobs take no time)."""
-    from .common import User
-
-    server = Server(db.url, "profile-submit", ASSESSMENT_WORK_SECONDS="0", SIGNUP_POINTS="100000")
-    with server:
+    env = {"ASSESSMENT_WORK_SECONDS": "0", "SIGNUP_POINTS": "100000"}
+    with loaded(db, "profile-submit", 0, **env) as (server, _):
         user = User(server, "profiler@bench.example").signup()
         stop = threading.Event()
 
@@ -115,14 +98,12 @@ def profile_submit(db: Database, seconds: float) -> str:
 
         load = threading.Thread(target=submit_loop)
         load.start()
-        raw = str(LOGS / "profile-submit.txt")
         try:
             time.sleep(1)
-            record(server.worker_pid(), seconds, raw)
+            return record(server.worker_pid(), seconds, "submit")
         finally:
             stop.set()
             load.join()
-    return summarize(raw)
 
 
 NUMBER, NAME = None, "py-spy on a miss"  # no row: a section, when the poll missed
@@ -157,7 +138,6 @@ def main() -> None:
     db = Database()
     try:
         if args.endpoint == "submit":
-            db.truncate()
             print(profile_submit(db, args.seconds))
         else:
             print(profile_endpoint(db, args.endpoint, args.seconds, args.users))

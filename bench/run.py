@@ -52,21 +52,11 @@ def _sh(*cmd: str) -> str:
 
 
 def machine(db: Database) -> dict:
-    mem_kib = int(
-        next(
-            line.split()[1]
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal")
-        )
-    )
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
+    """Where the figures were measured: the machine, the software and the commit."""
+    meminfo = (line.split() for line in Path("/proc/meminfo").read_text().splitlines())
+    mem_kib = int(next(fields[1] for fields in meminfo if fields[0] == "MemTotal:"))
+    cpuinfo = (line.partition(":") for line in Path("/proc/cpuinfo").read_text().splitlines())
+    cpu = next((v.strip() for k, _, v in cpuinfo if k.startswith("model name")), None)
 
     def version(name: str) -> str:
         try:
@@ -78,25 +68,22 @@ def machine(db: Database) -> dict:
     try:
         from redis import Redis
 
-        redis_version = Redis.from_url(
-            os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-        ).info()["redis_version"]
+        redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+        redis_version = Redis.from_url(redis_url).info()["redis_version"]
     except Exception:  # noqa: BLE001 - reported as missing
         pass
     dirty = _sh("git", "-C", str(ROOT), "status", "--porcelain", "--", "app", "templates")
+    packages = ("flask", "sqlalchemy", "flask-sqlalchemy", "psycopg", "gunicorn", "rq")
     return {
         "nproc": os.cpu_count(),
         "memory_gib": round(mem_kib / 2**20, 1),
-        "cpu": cpu,
+        "cpu": cpu or platform.processor(),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "postgresql": db.version,
         "redis": redis_version,
         "wrk": _sh("wrk", "--version").splitlines()[0] if wrk.available() else "-",
-        "packages": {
-            name: version(name)
-            for name in ("flask", "sqlalchemy", "flask-sqlalchemy", "psycopg", "gunicorn", "rq")
-        },
+        "packages": {name: version(name) for name in packages},
         "commit": _sh("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD")
         + (" (app/ or templates/ modified)" if dirty else ""),
         "loadavg_before": Path("/proc/loadavg").read_text().split()[:3],

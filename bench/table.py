@@ -8,7 +8,7 @@ page together.
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 
 def missing(value) -> bool:
@@ -73,15 +73,7 @@ class Row:
 
     def cells(self) -> list[str]:
         verdict = "n/a" if self.ok is None else ("**PASS**" if self.ok else "**MISS**")
-        return [
-            self.number,
-            self.figure,
-            self.measured,
-            self.baseline,
-            self.ratio,
-            self.target,
-            verdict,
-        ]
+        return [*astuple(self)[:6], verdict]  # number, figure, ..., target
 
 
 def compare(

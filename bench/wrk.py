@@ -58,25 +58,10 @@ def run(
         f.writelines("\t".join(line) + "\n" for line in lines)
         requests_file = f.name
     try:
-        out = subprocess.run(
-            [
-                "wrk",
-                f"-t{threads}",
-                f"-c{connections}",
-                f"-d{duration:g}s",
-                f"--timeout={timeout:g}s",
-                "--latency",
-                "-s",
-                str(LUA),
-                url,
-                "--",
-                requests_file,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=duration + timeout + 30,
-            check=True,
-        ).stdout
+        cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration:g}s"]
+        cmd += [f"--timeout={timeout:g}s", "--latency", "-s", str(LUA), url, "--", requests_file]
+        limit = duration + timeout + 30
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, check=True).stdout
     finally:
         Path(requests_file).unlink(missing_ok=True)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))

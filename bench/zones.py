@@ -19,7 +19,7 @@ Figures, in one run:
 
 import io
 import json
-import resource
+import os
 import threading
 import time
 from collections import Counter
@@ -128,11 +128,6 @@ class StandIn:
         self.process.wait(10)
 
 
-def rss_mib() -> float:
-    """Return the process's peak RSS so far, MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def print_nothing(step: str, percent: int) -> None:
     """Take a job's progress and keep none of it."""
 
@@ -143,6 +138,8 @@ def main() -> dict:
     from app.assessment.work import run_assessment
     from app.caches.singleflight import SingleFlightCache
     from app.operations import arenas
+
+    from .common import rss_kib
 
     arenas.cap()  # as the worker does (MALLOC_ARENA_MAX=16 in the environment: glibc's own)
 
@@ -178,12 +175,12 @@ def main() -> dict:
             "demo_job_seconds": round(baseline, 2),
         }
     # Memory: 32 jobs, 8 at a time, each with its own cache (no sharing helps).
-    rss_before = rss_mib()
+    rss_before = rss_kib(os.getpid())["VmHWM"] / 1024
     queries = [PLACES[label] for label in PLACES] * 11
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda q: job(real, resolve_place(q)), queries[:32]))
     results["memory"] = {"jobs": 32, "at_once": 8, "peak_rss_mib_before": round(rss_before, 1)}
-    results["memory"]["peak_rss_mib_after"] = round(rss_mib(), 1)
+    results["memory"]["peak_rss_mib_after"] = round(rss_kib(os.getpid())["VmHWM"] / 1024, 1)
     # Neighbours on one cache: two wards (each at its own zoom), two points 400 m apart.
     results["neighbours"] = []
     for first, second in NEIGHBOURS:
@@ -205,6 +202,17 @@ KEPT_FROM = "\n## The interpreter's CPU per report"
 
 
 def write(results: dict) -> None:
+    """Write the figures as bench/ZONES.md, keeping the sections other benchmarks wrote."""
+    from .table import table
+
+    header = ("place", "zoom", "tiles per dataset", "upstream calls (base map)", "job s",
+              "demo job s", "report KiB")  # fmt: skip
+    rows = (
+        (f"{label} ({p['query']})", p["zoom"], p["tiles_per_dataset"],
+         f"{p['upstream_calls']} ({p['base_map_calls']})", p["job_seconds"],
+         p["demo_job_seconds"], p["report_kib"])
+        for label, p in results["places"].items()
+    )  # fmt: skip
     lines = [
         "# Zones over real outlines (bench/zones.py)",
         "",
@@ -212,15 +220,8 @@ def write(results: dict) -> None:
         "(constructed tiles and J-SHIS answers); the demo provider's time for the same job "
         "(no network) is the baseline.",
         "",
-        "| place | zoom | tiles per dataset | upstream calls (base map) | job s | demo job s "
-        "| report KiB |\n|---|---|---|---|---|---|---|",
+        *table(header, rows),
     ]
-    for label, row in results["places"].items():
-        lines.append(
-            f"| {label} ({row['query']}) | {row['zoom']} | {row['tiles_per_dataset']} | "
-            f"{row['upstream_calls']} ({row['base_map_calls']}) | {row['job_seconds']} | "
-            f"{row['demo_job_seconds']} | {row['report_kib']} |"
-        )
     memory = results["memory"]
     lines += [
         "",
