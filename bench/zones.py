@@ -237,7 +237,7 @@ def write(results: dict) -> None:
             f"joins, {near['misses']} misses, hit rate {near['hit_rate']:.1%}."
         )
     lines.append("")
-    # The sections other benchmarks wrote (bench/report_cpu.py's profile) are kept.
+    # The sections written after it (the CPU per report, measured once) are kept.
     path = ROOT / "bench" / "ZONES.md"
     kept = path.read_text().partition(KEPT_FROM)[1:] if path.exists() else ("", "")
     path.write_text("\n".join(lines) + "".join(kept))
