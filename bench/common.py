@@ -473,4 +473,4 @@ def run_alone(run, doc: str, database: bool = True, **options) -> None:
     finally:
         if db is not None:
             db.close()
-    print(json.dumps(out, indent=2, default=str))
+    print(out if isinstance(out, str) else json.dumps(out, indent=2, default=str))

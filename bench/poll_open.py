@@ -7,15 +7,9 @@ same jobs running, same timetable: the constant endpoint of bench/benchapp.py.
 
 The browsers poll as Chromium does (tests/test_browser.py proves it): each keeps the last
 fragment with its ETag and asks with If-None-Match, so an unchanged fragment comes back
-304. --rendered 1 also runs the same timetable with every poll rendered (no browser
-cache: what a fragment that changes on every poll would cost).
+304 (bench/poll_closed.py's status_rendered measures a poll rendered every time).
 
-With --rounds N the runs repeat N times, the order alternating, and each figure is the
-median over rounds (counts are summed); p99_ratio_rounds gives the status p99 over the
-constant's p99 of each round, p99_ratio_median their median: on a shared machine a
-burst of another process's work lands in one run and not the next.
-
-    python -m bench.poll_open [--browsers 1000] [--duration 30] [--rendered 1] [--rounds 3]
+    python -m bench.poll_open [--browsers 1000] [--duration 30]
 
 Rows 2d-2j (while_computing(), in make bench with poll_open): the same timetable on 32 sleeping
 jobs (benchapp's BENCH_IDLE_PLACE) while N reports compute for real, N = 8 and 32, each user
@@ -29,7 +23,6 @@ too). --variants before,after runs it on an export of --base (the code before) a
 """
 
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
@@ -65,27 +58,20 @@ def run(
     duration: float = 30.0,
     warmup: float = 5.0,
     n_jobs: int = 32,
-    rendered: int = 0,
-    rounds: int = 1,
     computing: bool = False,
 ) -> dict:
     if computing:  # rows 2d-2j after 2a-2c, in the same run
-        out = run(db, browsers, interval, duration, warmup, n_jobs, rendered, rounds)
+        out = run(db, browsers, interval, duration, warmup, n_jobs)
         loop = {"browsers": browsers, "interval": interval, "duration": duration / 2}
         return out | {"computing": while_computing(db, **loop, warmup=warmup, work=20.0)}
     with loaded(db, "poll_open", n_jobs, "open") as (server, users):
         pid, runs = server.worker_pid(), {}
         loop = {"browsers": browsers, "interval": interval, "duration": duration, "warmup": warmup}
-        statuses = [(u.status_path, u.cookie) for u in users]
-        running = b'data-status="running"'
-        plan = [
+        plan = (
             ("constant", [("/bench/constant", u.cookie) for u in users], b"ok", False),
-            ("status", statuses, running, True),
-        ]
-        if rendered:
-            plan.append(("status_rendered", statuses, running, False))
-        schedule = [plan if r % 2 == 0 else plan[1::-1] + plan[2:] for r in range(rounds)]
-        for name, targets, expect, revalidate in (run for order in schedule for run in order):
+            ("status", [(u.status_path, u.cookie) for u in users], b'data-status="running"', True),
+        )
+        for name, targets, expect, revalidate in plan:
             log(
                 f"poll_open {name}: {browsers} browsers every {interval:g} s"
                 f" ({browsers / interval:.0f} req/s) for {warmup:g}+{duration:g} s"
@@ -93,49 +79,18 @@ def run(
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
             r = openloop.run(server.port, targets, **loop, expect=expect, revalidate=revalidate)
             r["worker_cpu_share"] = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
-            runs.setdefault(name, []).append(r)
+            runs[name] = r
             log(
                 f"poll_open {name}: p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms,"
                 f" errors {r['errors']}, {r['achieved_rps']:.0f} req/s ok"
             )
             server.wait_ready(timeout=60)  # the worker may still be draining a backlog
-        result = _over_rounds(runs["status"])
-        result["baseline_constant"] = _over_rounds(runs["constant"])
-        if "status_rendered" in runs:
-            result["status_rendered"] = _over_rounds(runs["status_rendered"])
-        pairs = zip(runs["status"], runs["constant"], strict=True)
-        ratios = [s["p99_ms"] / c["p99_ms"] for s, c in pairs]
-        return result | {
-            "rounds": rounds,
-            "p99_ratio_rounds": ratios,
-            "p99_ratio_median": statistics.median(ratios),
+        return runs["status"] | {
+            "baseline_constant": runs["constant"],
             "jobs": n_jobs,
             "jobs_running_after": count_running(db, users),
             "worker_pid_unchanged": server.worker_pid() == pid,
         }
-
-
-COUNTS = (
-    "due", "measured", "ok", "errors", "unfinished", "new_connections",
-    "retries_on_closed_keepalive", "not_modified",
-)  # fmt: skip
-
-
-def _over_rounds(results: list[dict]) -> dict:
-    """One run's figures, or several rounds': counts summed, the rest the median."""
-    if len(results) == 1:
-        return results[0]
-    out = dict(results[0])
-    for key, value in results[0].items():
-        values = [r[key] for r in results]
-        if key in COUNTS:
-            out[key] = sum(values)
-        elif key == "errors_by_kind":
-            out[key] = {k: sum(r[key].get(k, 0) for r in results) for v in values for k in v}
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            out[key] = statistics.median(values)
-    out["p99_ms_rounds"] = [r["p99_ms"] for r in results]
-    return out
 
 
 NUMBER, NAME = "2", "poll path, open loop"
@@ -362,7 +317,7 @@ def main() -> None:
         options = {"variants": "after", "base": "main", "providers": "demo,real", "browsers": 1000}
         options["sizes"] = "8,32"
         return run_alone(while_computing, __doc__, **options, work=20.0, duration=15.0, warmup=5.0)
-    run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0, rendered=0, rounds=1)
+    run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0)
 
 
 if __name__ == "__main__":

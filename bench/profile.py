@@ -1,6 +1,6 @@
 """Profile the worker with py-spy while wrk drives one endpoint; print where the GIL goes.
 
-    python -m bench.profile [status|constant|select1|status_nocheck|status_reap] [--seconds 10]
+    python -m bench.profile [--endpoint status|constant|select1|...] [--seconds 10]
 
 py-spy samples only the thread holding the GIL (--gil): one gthread worker is bound to
 one core by the GIL, so that is the time that limits its throughput. The raw samples
@@ -8,17 +8,15 @@ go to bench/logs/profile-<endpoint>.txt (collapsed stacks: flamegraph.pl and spe
 read them).
 """
 
-import argparse
 import collections
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
 from . import poll_closed, wrk
-from .common import BIN, LOGS, Database, User, loaded, log
+from .common import BIN, LOGS, Database, loaded, log, run_alone
 
 
 def record(pid: int, seconds: float, name: str) -> str:
@@ -83,29 +81,6 @@ def on_miss(db: Database, closed: dict, quick: bool) -> dict | None:
     return {"summary": summary}
 
 
-def profile_submit(db: Database, seconds: float) -> str:
-    """Profile the worker while one user submits, one job at a time (jobs take no time)."""
-    env = {"ASSESSMENT_WORK_SECONDS": "0", "SIGNUP_POINTS": "100000"}
-    with loaded(db, "profile-submit", 0, **env) as (server, _):
-        user = User(server, "profiler@bench.example").signup()
-        stop = threading.Event()
-
-        def submit_loop() -> None:
-            deadline = time.monotonic() + seconds + 10
-            while not stop.is_set() and time.monotonic() < deadline:
-                if user.submit().status_code == 409:  # the previous one is still finishing
-                    time.sleep(0.001)
-
-        load = threading.Thread(target=submit_loop)
-        load.start()
-        try:
-            time.sleep(1)
-            return record(server.worker_pid(), seconds, "submit")
-        finally:
-            stop.set()
-            load.join()
-
-
 NUMBER, NAME = None, "py-spy on a miss"  # no row: a section, when the poll missed
 
 
@@ -127,24 +102,5 @@ def details(r: dict) -> list[str]:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "endpoint", nargs="?", default="status", choices=(*poll_closed.ENDPOINTS, "submit")
-    )
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--users", type=int, default=32)
-    args = parser.parse_args()
-    db = Database()
-    try:
-        if args.endpoint == "submit":
-            print(profile_submit(db, args.seconds))
-        else:
-            print(profile_endpoint(db, args.endpoint, args.seconds, args.users))
-    finally:
-        db.close()
-    sys.stdout.flush()
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(profile_endpoint, __doc__, endpoint="status", seconds=10.0, n_users=32)
