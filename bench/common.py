@@ -46,6 +46,7 @@ SERVER_ENV = {
 }
 
 PLACE = "札幌市"
+PASSWORD = "correct horse battery"
 # Every client of the benchmarks sends this one User-Agent: Flask-Login's session
 # protection ties a session to it, and a different one would rewrite the cookie on
 # every response (a cost no real browser causes).
@@ -182,36 +183,25 @@ class User:
             self._csrf = csrf_token(self.http, self.server.url + "/assessments/new")
         return self._csrf
 
-    def signup(self, password: str = "correct horse battery") -> "User":
-        token = csrf_token(self.http, self.server.url + "/signup")
-        r = self.http.post(
-            self.server.url + "/signup",
-            data={"email": self.email, "password": password, "csrf_token": token},
-            allow_redirects=False,
-            timeout=30,
-        )
+    def post(self, path: str, data: dict, form: str, http: requests.Session | None = None):
+        """POST data and the CSRF token of the form at form to path; fail unless 303."""
+        http = http or self.http
+        data = {**data, "csrf_token": csrf_token(http, self.server.url + form)}
+        r = http.post(self.server.url + path, data=data, allow_redirects=False, timeout=30)
         if r.status_code != 303:
-            raise RuntimeError(f"signup of {self.email}: {r.status_code} {r.text[:200]}")
+            raise RuntimeError(f"{path} for {self.email}: {r.status_code} {r.text[:200]}")
+
+    def signup(self, password: str = PASSWORD) -> "User":
+        self.post("/signup", {"email": self.email, "password": password}, "/signup")
         self.http.get(self.server.url + "/", timeout=10)  # shows (and drops) the welcome flash
         return self
 
-    def session_in(self, language: str, password: str = "correct horse battery") -> str:
+    def session_in(self, language: str, password: str = PASSWORD) -> str:
         """Log in once more, in a browser of its own that switched to language; its cookie."""
         http = kept_alive_session()
-        for path, data in (
-            ("/login", {"email": self.email, "password": password}),
-            ("/language", {"lang": language}),
-        ):
-            form = "/login" if path == "/login" else "/"
-            r = http.post(
-                self.server.url + path,
-                data={**data, "csrf_token": csrf_token(http, self.server.url + form)},
-                allow_redirects=False,
-                timeout=30,
-            )
-            if r.status_code != 303:
-                raise RuntimeError(f"{path} for {self.email}: {r.status_code} {r.text[:200]}")
-        return "; ".join(f"{c.name}={c.value}" for c in http.cookies)
+        self.post("/login", {"email": self.email, "password": password}, "/login", http)
+        self.post("/language", {"lang": language}, "/", http)
+        return cookie(http)
 
     def submit(self, query: str = PLACE, lang: str = "en") -> requests.Response:
         # confirm=yes: a bench user asks for the same place again on purpose, where the
@@ -228,7 +218,7 @@ class User:
 
     @property
     def cookie(self) -> str:
-        return "; ".join(f"{c.name}={c.value}" for c in self.http.cookies)
+        return cookie(self.http)
 
     @property
     def status_path(self) -> str:
@@ -236,16 +226,26 @@ class User:
 
     def status(self) -> tuple[str, str, bool]:
         """(data-status, data-billing, settled) of this user's job, as the fragment says."""
-        html = self.http.get(
-            self.server.url + self.status_path, headers={"HX-Request": "true"}, timeout=10
-        ).text
-        return parse_fragment(html)
+        url = self.server.url + self.status_path
+        return parse_fragment(self.http.get(url, headers={"HX-Request": "true"}, timeout=10).text)
+
+
+def cookie(http: requests.Session) -> str:
+    """The Cookie header a browser with http's cookies sends."""
+    return "; ".join(f"{c.name}={c.value}" for c in http.cookies)
 
 
 def parse_fragment(html: str) -> tuple[str, str, bool]:
     status = re.search(r'data-status="([^"]*)"', html).group(1)
     billing = re.search(r'data-billing="([^"]*)"', html).group(1)
     return status, billing, "hx-trigger" not in html
+
+
+RUNNING_AND_CHARGED = (
+    "SELECT count(*) FROM assessment_jobs j JOIN point_ledger c"
+    " ON c.job_id = j.id AND c.kind = 'consume'"
+    " WHERE j.status = 'running' AND j.id = ANY(%s::uuid[])"
+)
 
 
 def users_with_running_jobs(
@@ -258,19 +258,8 @@ def users_with_running_jobs(
         if r.status_code != 303:
             raise RuntimeError(f"submit for {user.email}: {r.status_code} {r.text[:300]}")
     ids = [str(u.job_id) for u in users]
-    wait_until(
-        lambda: (
-            db.scalar(
-                "SELECT count(*) FROM assessment_jobs j JOIN point_ledger c"
-                " ON c.job_id = j.id AND c.kind = 'consume'"
-                " WHERE j.status = 'running' AND j.id = ANY(%s::uuid[])",
-                (ids,),
-            )
-            == n
-        ),
-        timeout=30,
-        what=f"{n} jobs running and charged",
-    )
+    what = f"{n} jobs running and charged"
+    wait_until(lambda: db.scalar(RUNNING_AND_CHARGED, (ids,)) == n, timeout=30, what=what)
     return users
 
 
