@@ -9,7 +9,7 @@ default when RATELIMIT_STORAGE_URI is unset (app/__init__.py); a URI that is set
 Times come from the database clock, so every process agrees on every window. Each call
 is one statement on a connection of the storage's own small pool, in autocommit: a brake
 never joins, waits on or rolls back with the request's own transaction.
-bench/brakes.py measures what it costs a log-in against memory storage.
+What it costs a log-in against memory storage: docs/brakes.md.
 """
 
 import hashlib

@@ -3,7 +3,7 @@
 glibc gives each thread that meets contention an arena of its own, up to eight per core,
 and frees little of them back: a report's decoded tiles and its base map, allocated in
 one thread and freed in another, leave each arena holding its high-water mark. Two
-arenas keep the worker's peak near what its reports use at once (bench/zones.py).
+arenas keep the worker's peak near what its reports use at once (bench/ZONES.md).
 
 MALLOC_ARENA_MAX in the environment wins (glibc reads it itself); elsewhere than glibc
 this does nothing.
