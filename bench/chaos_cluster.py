@@ -28,17 +28,10 @@ from .common import Server, Worker, log
 
 LEASE, HEARTBEAT, POLL, WORK, SWEEP = 2.0, 0.4, 0.5, 1.0, 1.0
 SIGNUP_POINTS = 5  # modest: a storm buyer spends its packs (bench/chaos.py grants the rest)
-ENV = {
-    "JOB_EXECUTOR": "procrastinate",
-    "JOB_LEASE_SECONDS": str(LEASE),
-    "JOB_HEARTBEAT_SECONDS": str(HEARTBEAT),
-    "POLL_INTERVAL_SECONDS": str(POLL),
-    "SWEEP_INTERVAL_SECONDS": str(SWEEP),
-    "ASSESSMENT_WORK_SECONDS": str(WORK),
-    "MAX_CONCURRENT_JOBS": "8",
-    "MAX_QUEUED_JOBS": "64",
-    "SIGNUP_POINTS": str(SIGNUP_POINTS),
-}
+ENV = {"JOB_EXECUTOR": "procrastinate", "MAX_CONCURRENT_JOBS": "8", "MAX_QUEUED_JOBS": "64"}
+ENV |= {"JOB_LEASE_SECONDS": str(LEASE), "JOB_HEARTBEAT_SECONDS": str(HEARTBEAT)}
+ENV |= {"POLL_INTERVAL_SECONDS": str(POLL), "SWEEP_INTERVAL_SECONDS": str(SWEEP)}
+ENV |= {"ASSESSMENT_WORK_SECONDS": str(WORK), "SIGNUP_POINTS": str(SIGNUP_POINTS)}
 # Where each kind of process passes a failpoint (app/operations/failpoints.py names them all).
 FAILPOINTS = {
     "web": ("after_insert", "after_reap", "before_refund", "consume_lookup"),

@@ -29,37 +29,21 @@ from . import wrk
 from .common import USER_AGENT, Database, count_running, loaded, log, run_alone
 from .table import Row, check, compare, get, missing, num
 
-ENDPOINTS = (
-    "constant",
-    "select1",
-    "status",
-    "status_nocheck",
-    "status_reap",
-    "status_ja",
-    "status_rendered",
-)
+ENDPOINTS = "constant select1 status status_nocheck status_reap status_ja status_rendered".split()
 REVALIDATED = ("status", "status_nocheck", "status_reap", "status_ja")
 RATIOS = (
-    "status/constant",
-    "status/select1",
-    "status/status_nocheck",
-    "status_reap/status",
-    "status_ja/status",
-    "status_rendered/constant",
-    "status_rendered/select1",
-)
+    "status/constant status/select1 status/status_nocheck status_reap/status status_ja/status"
+    " status_rendered/constant status_rendered/select1"
+).split()
 
 
 def paths(user) -> dict[str, str]:
-    return {
-        "constant": "/bench/constant",
-        "select1": "/bench/select1",
-        "status": user.status_path,
-        "status_nocheck": f"/bench/status-nocheck/{user.job_id}",
-        "status_reap": f"/bench/status-reap-every-poll/{user.job_id}",
-        "status_ja": user.status_path,
-        "status_rendered": user.status_path,
-    }
+    """Each endpoint's path for user (status_ja and status_rendered ask the status fragment)."""
+    status, job = user.status_path, user.job_id
+    bench = {"constant": "/bench/constant", "select1": "/bench/select1"}
+    bench |= {"status_nocheck": f"/bench/status-nocheck/{job}"}
+    bench |= {"status_reap": f"/bench/status-reap-every-poll/{job}"}
+    return {ep: bench.get(ep, status) for ep in ENDPOINTS}
 
 
 def ask(url: str, path: str, cookie: str) -> requests.Response:

@@ -24,6 +24,7 @@ submit, every figure from the same run:
     python -m bench.submit [--n 200]
 """
 
+import collections
 import contextlib
 import os
 import socket
@@ -142,20 +143,37 @@ def _rq_started(redis, job_id: str) -> float:
     """Wait for an RQ job to finish; return the time its function started."""
     from rq.job import Job
 
-    job = Job.fetch(job_id, connection=redis)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        result = job.latest_result()
-        if result is not None:
-            if result.return_value is None:
-                raise RuntimeError(f"rq job {job_id}: {result.type} {result.exc_string}")
-            return result.return_value
+    job, deadline = Job.fetch(job_id, connection=redis), time.monotonic() + 10
+    while (result := job.latest_result()) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"rq job {job_id} did not run")
         time.sleep(0.002)
-    raise RuntimeError(f"rq job {job_id} did not run")
+    if result.return_value is None:
+        raise RuntimeError(f"rq job {job_id}: {result.type} {result.exc_string}")
+    return result.return_value
+
+
+def _finished(conn, job_id: str) -> tuple:
+    """The job's status, started_at and created_at (epoch) once it ended (10 s at most)."""
+    sql = (
+        "SELECT status, extract(epoch FROM started_at), extract(epoch FROM created_at)"
+        " FROM assessment_jobs WHERE id = %s"
+    )
+    deadline = time.monotonic() + 10
+    while (row := conn.execute(sql, (job_id,)).fetchone())[0] not in ("succeeded", "failed"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"job {job_id} did not finish: {row}")
+        time.sleep(0.002)
+    return row
 
 
 def ours(server: Server, db: Database, n: int, warmup: int, floor: bool = False) -> dict:
-    """POST /assessments as a signed-in user; with floor, POST /bench/floor-submit."""
+    """POST /assessments as a signed-in user; with floor, POST /bench/floor-submit.
+
+    Beside POST -> running, the same path cut at the INSERT's arrival in the database
+    (created_at): the web request before it; the INSERT's commit, the thread and its BEGIN
+    after it.
+    """
     user = User(server, f"{'floor' if floor else 'submitter'}@bench.example").signup()
     client = RawPost(server.port, user.cookie)
     if floor:
@@ -164,46 +182,27 @@ def ours(server: Server, db: Database, n: int, warmup: int, floor: bool = False)
     else:
         path = "/assessments"
         form = {"query": PLACE, "lang": "en", "confirm": "yes", "csrf_token": user.csrf()}
-    post_to_running, post_to_insert, insert_to_running, response = [], [], [], []
-    statuses: dict[str, int] = {}
+    keys = ("post_to_running", "post_to_insert", "insert_to_running", "post_response")
+    times: dict[str, list[float]] = {key: [] for key in keys}
+    statuses: collections.Counter[str] = collections.Counter()
     with db.connect() as conn:
         for i in range(warmup + n):
             t0, status, headers = client.post(path, form)
             t1 = time.time()
             if status != 303:
                 raise RuntimeError(f"submit {i}: {status}")
-            job_id = headers["location"].rstrip("/").rsplit("/", 1)[-1]
             time.sleep(SETTLE_PAUSE)
-            deadline = time.monotonic() + 10
-            row = None
-            while time.monotonic() < deadline:
-                row = conn.execute(
-                    "SELECT status, extract(epoch FROM started_at),"
-                    " extract(epoch FROM created_at) FROM assessment_jobs WHERE id = %s",
-                    (job_id,),
-                ).fetchone()
-                if row[0] in ("succeeded", "failed"):
-                    break
-                time.sleep(0.002)
-            else:
-                raise RuntimeError(f"job {job_id} did not finish: {row}")
-            statuses[row[0]] = statuses.get(row[0], 0) + 1
+            state, started, created = _finished(
+                conn, headers["location"].rstrip("/").rsplit("/", 1)[-1]
+            )
+            statuses[state] += 1
             if i >= warmup:
-                started, created = float(row[1]), float(row[2])
-                post_to_running.append((started - t0) * 1e3)
-                post_to_insert.append((created - t0) * 1e3)
-                insert_to_running.append((started - created) * 1e3)
-                response.append((t1 - t0) * 1e3)
+                started, created = float(started), float(created)
+                cuts = (started - t0, created - t0, started - created, t1 - t0)
+                for key, seconds in zip(keys, cuts, strict=True):
+                    times[key].append(seconds * 1e3)
     client.close()
-    return {
-        "post_to_running": spread(post_to_running),
-        # The same path cut at the INSERT's arrival in the database (created_at): the
-        # web request before it; the INSERT's commit, the thread and its BEGIN after it.
-        "post_to_insert": spread(post_to_insert),
-        "insert_to_running": spread(insert_to_running),
-        "post_response": spread(response),
-        "job_statuses": statuses,
-    }
+    return {key: spread(values) for key, values in times.items()} | {"job_statuses": dict(statuses)}
 
 
 def idle_round_trips(db: Database, redis, n: int = 200) -> dict:
