@@ -1,6 +1,6 @@
 """Run every benchmark against one fresh database and write bench/RESULTS.md.
 
-    python -m bench.run [--only poll_closed,poll_open,...] [--quick] [--no-profile]
+    python -m bench.run [--only poll_closed,poll_open,...] [--quick]
 
 Benchmarks: singleflight, poll_closed, poll_parts, poll_open, poll_metrics, recovery,
 outage, submit, memory, places, scale.
@@ -21,7 +21,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from . import profile, wrk
+from . import wrk
 from .common import LOGS, ROOT, Database, log, raise_fd_limit
 from .report import render
 
@@ -94,7 +94,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(PLAN), help="comma-separated benchmarks")
     parser.add_argument("--quick", action="store_true", help="shorter runs (a smoke test)")
-    parser.add_argument("--no-profile", action="store_true", help="no py-spy on a miss")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args()
     only = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -127,8 +126,6 @@ def main() -> None:
                 log(f"{name} FAILED: {type(exc).__name__}: {exc}")
                 results[name] = {"error": f"{type(exc).__name__}: {exc}"}
             results.setdefault("seconds", {})[name] = round(time.monotonic() - t0, 1)
-        if not args.no_profile and "poll_closed" in results:
-            results["profile"] = profile.on_miss(db, results["poll_closed"], q)
     finally:
         db.close()
     results["total_seconds"] = round(time.monotonic() - started, 1)
