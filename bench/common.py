@@ -265,21 +265,18 @@ def loaded(
     url: str | None = None,
     place: str = PLACE,
     timeout: float | None = None,
-    cwd: Path | None = None,
     **env: str,
 ) -> Iterator[tuple[Server, list[User]]]:
     """A server on the emptied database, with `jobs` users each running a job (prefix: emails).
 
     The one way a benchmark puts a server under load: MAX_CONCURRENT_JOBS lets every job
     run (env may say otherwise; SERVER_ENV's with jobs=0), url reaches the database some
-    other way (a proxy), cwd holds other code (an export of an older revision), and with
-    no prefix nobody signs up yet. The server stops however the block ends.
+    other way (a proxy), and with no prefix nobody signs up yet. The server stops however
+    the block ends.
     """
     db.truncate()
     limit = {"MAX_CONCURRENT_JOBS": str(max(jobs, 8))} if jobs else {}
     server = Server(url or db.url, name, **(limit | env))
-    if cwd is not None:
-        server.cwd, server.env["PYTHONPATH"] = cwd, str(cwd)
     server.start(timeout)
     try:
         users = users_with_running_jobs(server, db, jobs, prefix, place) if prefix else []

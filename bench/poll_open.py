@@ -17,22 +17,17 @@ submitting a large city again as its last one settles; once on the demo provider
 on the real ones against bench/zones.py's local stand-in (20 ms). Beside each, in the same
 server: the timetable with only the sleeping jobs, and one report alone per kind (ward,
 large city, point): its wall time and the CPU of the worker's process tree (the pixel pool
-too). --variants before,after runs it on an export of --base (the code before) and as it is.
+too).
 
-    python -m bench.poll_open --computing [--variants before,after --base main]
+    python -m bench.poll_open --computing [--providers demo,real] [--sizes 8,32]
 """
 
-import shutil
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from . import openloop
 from .common import (
-    LOGS,
-    ROOT,
     Database,
     User,
     count_running,
@@ -193,20 +188,6 @@ IDLE_PLACE = "26.2124, 127.6809"  # Naha: the sleeping jobs' place, far from eve
 CITIES = ("浜松市", "新潟市", "仙台市", "広島市", "北九州市", "高山市", "静岡市", "札幌市中央区")
 
 
-def _checkout(rev: str) -> Path:
-    """An export of rev beside the logs, with today's benchapp (its sleeping jobs)."""
-    path = LOGS / f"checkout-{rev}"
-    if not path.exists():
-        path.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", ROOT, "archive", rev], capture_output=True)
-        subprocess.run(["tar", "-x", "-C", path], input=archive.stdout, check=True)
-        for name in ("benchapp.py", "idle.py"):
-            shutil.copy(ROOT / "bench" / name, path / "bench")
-        for mo in ROOT.glob("translations/*/LC_MESSAGES/messages.mo"):
-            shutil.copy(mo, path / mo.relative_to(ROOT))
-    return path
-
-
 def _reports(db: Database, user: User, queries, stop: threading.Event, walls: list) -> None:
     """Submit the queries in turn, each once the last settled, until stop; note each wall."""
     with db.connect() as conn:
@@ -223,21 +204,15 @@ def _reports(db: Database, user: User, queries, stop: threading.Event, walls: li
             walls.append((time.monotonic(), float(row[0] or 0), row[1]))
 
 
-def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **loop) -> dict:
+def _computing(db, upstream, provider: str, sizes, work: float, **loop) -> dict:
     env = {"ASSESSMENT_WORK_SECONDS": str(work), "MAX_CONCURRENT_JOBS": "80"}
     env |= {"SIGNUP_POINTS": "1000", "BENCH_IDLE_PLACE": IDLE_PLACE, "LAYER_PROVIDER": provider}
     env |= {
         "JSHIS_BASE_URL": upstream.url + "/jshis",
         "HAZARD_PORTAL_URL": upstream.url + "/portal",
     }
-    if variant.endswith("+pool"):  # the pixel work in a pool of one process beside the worker
-        env["ZONE_PROCESSES"] = "1"
-    if variant.endswith("+thread"):  # the report's work in the job's thread, not its process
-        env["WORK_PROCESS"] = "off"
-    # The code before: an export of the base revision (before:REV).
-    code = _checkout(variant.partition(":")[2]) if variant.startswith("before") else None
-    name = f"poll_computing-{variant}-{provider}"
-    with loaded(db, name, 32, "idle", place=IDLE_PLACE, cwd=code, **env) as (server, idle):
+    name = f"poll_computing-{provider}"
+    with loaded(db, name, 32, "idle", place=IDLE_PLACE, **env) as (server, idle):
         pid, targets = server.worker_pid(), [(u.status_path, u.cookie) for u in idle]
         busy = [User(server, f"work{i}@bench.example").signup() for i in range(max(sizes))]
         out: dict = {"alone": {}}
@@ -258,7 +233,7 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
             ]
             for t in threads:
                 t.start()
-            log(f"poll_computing {variant} {provider}: {n} reports computing")
+            log(f"poll_computing {provider}: {n} reports computing")
             cpu0, t0 = tree_sum(pid, cpu_seconds), time.monotonic()
             stand_in0 = upstream.cpu_s()
             asked = {"expect": b'data-status="running"', "revalidate": True, **loop}
@@ -285,8 +260,6 @@ def _computing(db, upstream, variant: str, provider: str, sizes, work: float, **
 
 def while_computing(
     db,
-    variants="after",
-    base="main",
     providers="demo,real",
     sizes=(8, 32),
     work=20.0,
@@ -300,23 +273,19 @@ def while_computing(
 
     if isinstance(sizes, str):  # --sizes 8,32 when run alone
         sizes = tuple(int(n) for n in sizes.split(","))
-    upstream, out = StandIn(), {"sizes": list(sizes), "work_s": work, "variants": {}}
+    upstream = StandIn()
     loop = {"browsers": browsers, "interval": interval, "duration": duration, "warmup": warmup}
-    for variant in variants.split(","):
-        name = f"before:{base}" if variant == "before" else variant  # after+pool: a pool of one
-        out["variants"][name] = {
-            p: _computing(db, upstream, name, p, sizes, work, **loop) for p in providers.split(",")
-        }
+    # "variants": the code as it is ("after"), as earlier runs named it beside the code before.
+    after = {p: _computing(db, upstream, p, sizes, work, **loop) for p in providers.split(",")}
     upstream.close()
-    return out
+    return {"sizes": list(sizes), "work_s": work, "variants": {"after": after}}
 
 
 def main() -> None:
     if "--computing" in sys.argv:  # rows 2d-2j alone
         sys.argv.remove("--computing")
-        options = {"variants": "after", "base": "main", "providers": "demo,real", "browsers": 1000}
-        options["sizes"] = "8,32"
-        return run_alone(while_computing, __doc__, **options, work=20.0, duration=15.0, warmup=5.0)
+        options = {"providers": "demo,real", "browsers": 1000, "sizes": "8,32", "work": 20.0}
+        return run_alone(while_computing, __doc__, **options, duration=15.0, warmup=5.0)
     run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0)
 
 
