@@ -1,13 +1,11 @@
 """What every benchmark shares: a fresh database, a server under load, its readings.
 
 One way to start a server under load (loaded()), one browser tab that polls a job on a
-timetable (Tab), one way to read a process's memory and CPU from /proc, one summary of a
-sample (spread()) and one way to run a benchmark alone (run_alone()).
+timetable (Tab), one way to read a process's memory and CPU from /proc and one summary of
+a sample (spread()). bench/run.py is the one way to run them, alone too (--only).
 """
 
-import argparse
 import contextlib
-import json
 import os
 import re
 import resource
@@ -428,27 +426,3 @@ def best_ns(fn: Callable[[], object], n: int, repeats: int) -> float:
             fn()
         best = min(best, (time.perf_counter_ns() - t0) / n)
     return best
-
-
-def run_alone(run, doc: str, database: bool = True, **options) -> None:
-    """Run one benchmark by itself and print its figures as JSON: `python -m bench.<name>`.
-
-    run(db, **options) is called as bench/run.py calls it, db a fresh database of its own
-    (dropped after; None with database=False, for the in-process ones). Each option
-    (name=default) becomes a flag --name, a switch where the default is False.
-    """
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    for name, default in options.items():
-        if default is False:
-            parser.add_argument(f"--{name}", action="store_true")
-        else:
-            parser.add_argument(f"--{name}", type=type(default), default=default)
-    args = parser.parse_args()
-    raise_fd_limit()
-    db = Database() if database else None
-    try:
-        out = run(db, **vars(args))
-    finally:
-        if db is not None:
-            db.close()
-    print(out if isinstance(out, str) else json.dumps(out, indent=2, default=str))

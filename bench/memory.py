@@ -6,7 +6,7 @@ while the worker is read for SAMPLE_SECONDS (largest VmRSS). Baseline, same run:
 interpreter importing LIBRARIES (numpy, shapely, Pillow: ~24 MiB) and nothing else. Per
 running job: (VmRSS with 32 - idle) / 32. /proc/<pid>/status, smaps_rollup (Pss).
 
-    python -m bench.memory
+    make bench BENCH_ARGS="--only memory"
 """
 
 import subprocess
@@ -19,7 +19,6 @@ from .common import (
     loaded,
     log,
     rss_kib,
-    run_alone,
     tree_sum,
     users_with_running_jobs,
 )
@@ -120,7 +119,3 @@ def details(r: dict) -> list[str]:
         f" meanwhile: {p.get('upstream_calls', 'n/a')}, {UPSTREAM_LATENCY_S:g} s each.",
         "",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__)

@@ -15,7 +15,7 @@ how many succeeded, and the time from the return until every page settled.
 Both: what the polls got during the outage (503 pages, never a 500) and what the log
 said (lines, tracebacks, bytes).
 
-    python -m bench.outage [--jobs 32]
+    make bench BENCH_ARGS="--only outage"
 """
 
 import re
@@ -24,7 +24,7 @@ import time
 
 from tests.dbproxy import DbProxy
 
-from .common import Database, Tab, loaded, log, run_alone
+from .common import Database, Tab, loaded, log
 from .recovery import HEARTBEAT, LEASE, POLL, SHORT
 from .table import Row, check, div, num, table
 
@@ -154,7 +154,3 @@ def details(r: dict) -> list[str]:
         "The blip's jobs settle when their remaining work is done, not at the return.",
         "",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, jobs=32)

@@ -9,7 +9,7 @@ neighbours), medians beside it; the summary is the kind with the worst ratio. Me
 fresh interpreter after create_app() and building each index (the worker's share of it;
 gunicorn builds it once in the master).
 
-    python -m bench.places
+    make bench BENCH_ARGS="--only places"
 """
 
 import cProfile
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import ROOT, log, run_alone
+from .common import ROOT, log
 from .table import Row, check, compare, div, get, mib, num, table
 
 BASELINE_REV = "1e4a714"  # the resolver before places were read from Japan Post's data
@@ -252,7 +252,3 @@ def details(r: dict) -> list[str]:
         ),
         "",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, database=False, quick=False)

@@ -20,13 +20,13 @@ fragment changed would get 200s: the figure can only be worse for it). wrk count
 Ratios are taken per round (the two endpoints measured minutes apart at most) and the
 median over rounds is reported.
 
-    python -m bench.poll_closed [--rounds 3] [--duration 6]
+    make bench BENCH_ARGS="--only poll_closed"
 """
 
 import requests
 
 from . import wrk
-from .common import USER_AGENT, Database, count_running, loaded, log, run_alone
+from .common import USER_AGENT, Database, count_running, loaded, log
 from .table import Row, check, compare, get, missing, num
 
 ENDPOINTS = "constant select1 status status_nocheck status_reap status_ja status_rendered".split()
@@ -162,7 +162,3 @@ def details(r: dict) -> list[str]:
         f" {r.get('users')}; last fragment: {r.get('fragment_after')}.",
         "",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, rounds=3, duration=6.0, connections=16, threads="8")

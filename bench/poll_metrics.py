@@ -12,13 +12,13 @@ The ratio status/status_nometrics is taken per round and its median reported; th
 target is at least 0.95. --multiproc runs the server with PROMETHEUS_MULTIPROC_DIR
 (the values in shared files, as several workers would need).
 
-    python -m bench.poll_metrics [--rounds 4] [--duration 5] [--multiproc]
+    make bench BENCH_ARGS="--only poll_metrics"
 """
 
 import tempfile
 
 from . import wrk
-from .common import Database, count_running, loaded, run_alone
+from .common import Database, count_running, loaded
 from .poll_closed import with_etags
 from .table import Row, check, compare, get
 
@@ -100,7 +100,3 @@ def details(r: dict) -> list[str]:
         f" measurement: {r.get('jobs_running_after')} of {r.get('users')}.",
         "",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, rounds=4, duration=5.0, connections=16, multiproc=False)

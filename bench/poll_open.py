@@ -9,7 +9,7 @@ The browsers poll as Chromium does (tests/test_browser.py proves it): each keeps
 fragment with its ETag and asks with If-None-Match, so an unchanged fragment comes back
 304 (bench/poll_closed.py's status_rendered measures a poll rendered every time).
 
-    python -m bench.poll_open [--browsers 1000] [--duration 30]
+    make bench BENCH_ARGS="--only poll_open"
 
 Rows 2d-2j (while_computing(), in make bench with poll_open): the same timetable on 32 sleeping
 jobs (benchapp's BENCH_IDLE_PLACE) while N reports compute for real, N = 8 and 32, each user
@@ -18,11 +18,8 @@ on the real ones against bench/zones.py's local stand-in (20 ms). Beside each, i
 server: the timetable with only the sleeping jobs, and one report alone per kind (ward,
 large city, point): its wall time and the CPU of the worker's process tree (the pixel pool
 too).
-
-    python -m bench.poll_open --computing [--providers demo,real] [--sizes 8,32]
 """
 
-import sys
 import threading
 import time
 
@@ -36,7 +33,6 @@ from .common import (
     log,
     median,
     rss_kib,
-    run_alone,
     tree_sum,
 )
 from .table import Row, check, compare, num, plain, table
@@ -279,15 +275,3 @@ def while_computing(
     after = {p: _computing(db, upstream, p, sizes, work, **loop) for p in providers.split(",")}
     upstream.close()
     return {"sizes": list(sizes), "work_s": work, "variants": {"after": after}}
-
-
-def main() -> None:
-    if "--computing" in sys.argv:  # rows 2d-2j alone
-        sys.argv.remove("--computing")
-        options = {"providers": "demo,real", "browsers": 1000, "sizes": "8,32", "work": 20.0}
-        return run_alone(while_computing, __doc__, **options, duration=15.0, warmup=5.0)
-    run_alone(run, __doc__, browsers=1000, interval=2.0, duration=30.0)
-
-
-if __name__ == "__main__":
-    main()

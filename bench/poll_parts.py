@@ -18,7 +18,7 @@ database and the best of a few repeats is kept. The parts add up to roughly one 
   HTTP): a whole answer rendered and answered 304 (alternating), its session read (kept,
   and verified anew), its latency histogram's observe, and its template as it renders it.
 
-    python -m bench.poll_parts
+    make bench BENCH_ARGS="--only poll_parts"
 """
 
 import os
@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from time import perf_counter
 
-from .common import USER_AGENT, Database, best_ns, log, run_alone
+from .common import USER_AGENT, Database, best_ns, log
 from .table import Row, check, num, table
 
 
@@ -285,7 +285,3 @@ def details(r: dict) -> list[str]:
     rows = ((k.removesuffix("_ms"), f"{v:.3f}") for k, v in r.items())
     title = "### Where a poll's time goes (in-process, one thread, best of 3)"
     return [title, "", *table(("part", "ms per call"), rows), ""]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__)

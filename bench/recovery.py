@@ -12,7 +12,7 @@ whether every job was failed, refunded and finalized in the database before the 
 (finalized_at on the database clock against the client's clock at exit, same machine).
 Target: < 1 s, settled before exit.
 
-    python -m bench.recovery [--kills 5]
+    make bench BENCH_ARGS="--only recovery"
 """
 
 import os
@@ -22,7 +22,7 @@ import time
 
 import requests
 
-from .common import Database, Server, Tab, User, loaded, log, median, run_alone, wait_until
+from .common import Database, Server, Tab, User, loaded, log, median, wait_until
 from .table import Row, check, compare, div, get, num, table
 
 LEASE = 3.0
@@ -257,7 +257,3 @@ def details(r: dict) -> list[str]:
         " as a real deploy does.",
         "",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, kills=5)

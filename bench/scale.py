@@ -10,7 +10,7 @@
 - misses: upstream calls per 100 concurrent misses of one key over 4 processes (25
   threads each), with SHARED_LAYER_CACHE=on vs off (the in-process cache alone).
 
-    python -m bench.scale [--n 100] [--backlog 200] [--duration 5]
+    make bench BENCH_ARGS="--only scale"
 """
 
 import contextlib
@@ -21,7 +21,7 @@ import threading
 import time
 
 from . import submit, wrk
-from .common import LOGS, ROOT, Database, Server, Worker, loaded, run_alone, wait_until
+from .common import LOGS, ROOT, Database, Server, Worker, loaded, wait_until
 from .table import Row, check, compare, get, num
 
 NO_WORK = {"ASSESSMENT_WORK_SECONDS": "0", "MAX_QUEUED_JOBS": "100000", "SIGNUP_POINTS": "100000"}
@@ -225,7 +225,3 @@ def summary(r: dict) -> list[Row]:
 def details(r: dict) -> list[str]:
     """No section of its own: the summary's rows say it all."""
     return []
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, n=100, backlog=200, duration=5.0)

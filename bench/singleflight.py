@@ -9,7 +9,7 @@ In-process, against app.singleflight.SingleFlightCache:
   cachetools.TTLCache lookup, and a TTLCache lookup under a threading.Lock. Best of
   7 repeats (the least disturbed by the noisy machine).
 
-    python -m bench.singleflight
+    make bench BENCH_ARGS="--only singleflight"
 """
 
 import threading
@@ -20,7 +20,7 @@ from cachetools import TTLCache
 
 from app.caches.singleflight import CacheStats, SingleFlightCache
 
-from .common import best_ns, run_alone
+from .common import best_ns
 from .table import Row, check, compare, div, num, table
 
 UPSTREAM_SECONDS = 0.05
@@ -154,7 +154,3 @@ def details(r: dict) -> list[str]:
         *table(("lookup", "ns"), ((k, f"{h[k + '_ns']:.0f}") for k in LOOKUPS)),
         "",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, database=False)

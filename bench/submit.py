@@ -21,7 +21,7 @@ submit, every figure from the same run:
 - one round trip to PostgreSQL and to Redis, back to back and after the same idle pause
   the submits start from: what each hop between processes costs on this machine.
 
-    python -m bench.submit [--n 200]
+    make bench BENCH_ARGS="--only submit"
 """
 
 import collections
@@ -46,7 +46,6 @@ from .common import (
     User,
     loaded,
     log,
-    run_alone,
     spread,
     wait_until,
 )
@@ -399,7 +398,3 @@ def _reading(r: dict) -> list[str]:
         f" {med(floor, 'post_to_running') / rq['median_ms']:.2f}x RQ SimpleWorker's"
         " enqueue -> start, which has no web request and no durable write.",
     ]
-
-
-if __name__ == "__main__":
-    run_alone(run, __doc__, n=200)
