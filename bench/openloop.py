@@ -204,34 +204,22 @@ async def _generate(
     by_second: dict[int, list[float]] = {}
     for r in ok:  # when in the run the slow answers were: a burst, or throughout
         by_second.setdefault(int(r.due - start - warmup), []).append((r.done - r.due) * 1e3)
-    return {
-        "browsers": browsers,
-        "interval_s": interval,
-        "target_rps": browsers / interval,
-        "duration_s": duration,
-        "warmup_s": warmup,
-        "due": int(duration * browsers / interval),
-        "measured": len(measured),
-        "ok": len(ok),
-        "errors": sum(errors.values()),
-        "errors_by_kind": errors,
-        "unfinished": total - len(records),
-        "achieved_rps": len(ok) / duration,
-        "p50_ms": percentile(latency, 50),
-        "p90_ms": percentile(latency, 90),
-        "p99_ms": percentile(latency, 99),
-        "p999_ms": percentile(latency, 99.9),
-        "max_ms": max(latency, default=float("nan")),
-        "service_p50_ms": percentile(service, 50),
-        "service_p99_ms": percentile(service, 99),
-        "p99_by_second_ms": [round(percentile(v, 99), 1) for _, v in sorted(by_second.items())],
-        "generator_lag_p99_ms": percentile(lag, 99),
-        "generator_lag_max_ms": max(lag, default=float("nan")),
-        "new_connections": counts["connections"],
-        "retries_on_closed_keepalive": counts["retries"],
-        "not_modified": counts["not_modified"],
-        "generator_cpu_share": cpu / wall if wall else float("nan"),
-    }
+    out = {"browsers": browsers, "interval_s": interval, "target_rps": browsers / interval}
+    out |= {"duration_s": duration, "warmup_s": warmup, "due": int(duration * browsers / interval)}
+    out |= {"measured": len(measured), "ok": len(ok), "errors": sum(errors.values())}
+    out |= {"errors_by_kind": errors, "unfinished": total - len(records)}
+    out |= {"achieved_rps": len(ok) / duration, "p50_ms": percentile(latency, 50)}
+    out |= {"p90_ms": percentile(latency, 90), "p99_ms": percentile(latency, 99)}
+    out |= {"p999_ms": percentile(latency, 99.9), "max_ms": max(latency, default=float("nan"))}
+    out |= {"service_p50_ms": percentile(service, 50), "service_p99_ms": percentile(service, 99)}
+    out |= {"p99_by_second_ms": [round(percentile(v, 99), 1) for _, v in sorted(by_second.items())]}
+    out |= {"generator_lag_p99_ms": percentile(lag, 99)}
+    out |= {"generator_lag_max_ms": max(lag, default=float("nan"))}
+    out |= {"new_connections": counts["connections"]}
+    out |= {"retries_on_closed_keepalive": counts["retries"]}
+    out |= {"not_modified": counts["not_modified"]}
+    out |= {"generator_cpu_share": cpu / wall if wall else float("nan")}
+    return out
 
 
 def run(

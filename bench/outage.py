@@ -64,27 +64,22 @@ def trial(db: Database, n_jobs: int, down_s: float, work_s: float, tag: str) -> 
     during = [code for t in tabs for at, code in t.answers if at < back]
     # Polls sent after the return until the page settled: 1 is the first poll.
     polls_after = [sum(1 for at in t.sent if at >= back) for t in tabs]
-    return {
-        "jobs": n_jobs,
-        "down_s": down_s,
-        "work_s": work_s,
-        "settled": len(after),
-        "max_s_after_return": max(after, default=None),
-        "median_s_after_return": sorted(after)[len(after) // 2] if after else None,
-        "max_polls_after_return": max(polls_after, default=None),
-        "succeeded_charged_once": sum(
-            1 for s, c, r in rows if s == "succeeded" and (c, r) == (1, 0)
-        ),
-        "failed_refunded_once": sum(1 for s, c, r in rows if s == "failed" and (c, r) == (1, 1)),
-        "double": sum(1 for _, c, r in rows if c > 1 or r > 1),
-        "polls_during": len(during),
-        "polls_during_503": during.count(503),
-        "polls_during_500": during.count(500),
-        "log_lines": tail.count("\n"),
-        "log_bytes": len(tail),
-        "log_tracebacks": len(re.findall(r"^\S.*\nTraceback", tail, re.M)),
-        "log_outage_lines": tail.count("database unreachable") + tail.count("reachable again"),
-    }
+
+    def once(status: str, ledger: tuple[int, int]) -> int:
+        return sum(1 for s, c, r in rows if s == status and (c, r) == ledger)
+
+    out = {"jobs": n_jobs, "down_s": down_s, "work_s": work_s, "settled": len(after)}
+    out |= {"max_s_after_return": max(after, default=None)}
+    out |= {"median_s_after_return": sorted(after)[len(after) // 2] if after else None}
+    out |= {"max_polls_after_return": max(polls_after, default=None)}
+    out |= {"succeeded_charged_once": once("succeeded", (1, 0))}
+    out |= {"failed_refunded_once": once("failed", (1, 1))}
+    out |= {"double": sum(1 for _, c, r in rows if c > 1 or r > 1), "polls_during": len(during)}
+    out |= {"polls_during_503": during.count(503), "polls_during_500": during.count(500)}
+    out |= {"log_lines": tail.count("\n"), "log_bytes": len(tail)}
+    out |= {"log_tracebacks": len(re.findall(r"^\S.*\nTraceback", tail, re.M))}
+    out |= {"log_outage_lines": tail.count("database unreachable") + tail.count("reachable again")}
+    return out
 
 
 def run(db: Database, jobs: int = 32) -> dict:

@@ -136,12 +136,9 @@ def timings(rounds: int = 11, seconds: float = 0.05) -> dict:
     for k in compared.values():
         k["ratio"] = k["product_us"] / k["baseline_us"]
     worst = max(compared, key=lambda kind: compared[kind]["ratio"])
-    return {
-        "baseline_rev": BASELINE_REV,
-        "worst": {"kind": worst, **compared[worst]},
-        "build_s": {"baseline": t1 - t0, "product": t2 - t1},
-        "kinds": kinds,
-    }
+    out = {"baseline_rev": BASELINE_REV, "worst": {"kind": worst, **compared[worst]}}
+    out |= {"build_s": {"baseline": t1 - t0, "product": t2 - t1}, "kinds": kinds}
+    return out
 
 
 _RSS_SCRIPT = """

@@ -123,14 +123,11 @@ def term_trial(db: Database, n_jobs: int, tag: str) -> dict:
     )
     settled = [r for r in rows if r[0] == "failed" and r[1] and r[3]]
     last_final = max((float(r[2]) for r in rows if r[2] is not None), default=float("nan"))
-    return {
-        "jobs": n_jobs,
-        "seconds_to_worker_exit": worker_exit_s,
-        "seconds_to_master_exit": exit_s,
-        "jobs_settled": len(settled),
-        "last_finalized_after_signal_s": last_final - t_wall,
-        "settled_before_exit": len(settled) == n_jobs and last_final <= exit_wall,
-    }
+    out = {"jobs": n_jobs, "seconds_to_worker_exit": worker_exit_s}
+    out |= {"seconds_to_master_exit": exit_s, "jobs_settled": len(settled)}
+    out |= {"last_finalized_after_signal_s": last_final - t_wall}
+    out |= {"settled_before_exit": len(settled) == n_jobs and last_final <= exit_wall}
+    return out
 
 
 def term_bare() -> dict:
@@ -164,20 +161,11 @@ def run(db: Database, kills: int = 5, term_sizes: tuple[int, ...] = (1, 8, 32)) 
     log("recovery: SIGTERM to a bare Flask app (baseline)")
     bare = term_bare()
     times = [k["seconds_to_settled"] for k in killed if k["seconds_to_settled"] is not None]
-    return {
-        "lease_s": LEASE,
-        "heartbeat_s": HEARTBEAT,
-        "poll_s": POLL,
-        "kill": {
-            "trials": killed,
-            "median_s": median(times),
-            "max_s": max(times, default=float("nan")),
-            "all_truthful": all(k["truthful"] for k in killed),
-            "all_settled": len(times) == len(killed),
-        },
-        "term": terms,
-        "term_bare_flask": bare,
-    }
+    kill = {"trials": killed, "median_s": median(times), "max_s": max(times, default=float("nan"))}
+    kill |= {"all_truthful": all(k["truthful"] for k in killed)}
+    kill |= {"all_settled": len(times) == len(killed)}
+    out = {"lease_s": LEASE, "heartbeat_s": HEARTBEAT, "poll_s": POLL, "kill": kill}
+    return out | {"term": terms, "term_bare_flask": bare}
 
 
 NUMBER, NAME = "3", "recovery"

@@ -74,20 +74,15 @@ def machine(db: Database) -> dict:
         pass
     dirty = _sh("git", "-C", str(ROOT), "status", "--porcelain", "--", "app", "templates")
     packages = ("flask", "sqlalchemy", "flask-sqlalchemy", "psycopg", "gunicorn", "rq")
-    return {
-        "nproc": os.cpu_count(),
-        "memory_gib": round(mem_kib / 2**20, 1),
-        "cpu": cpu or platform.processor(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "postgresql": db.version,
-        "redis": redis_version,
-        "wrk": _sh("wrk", "--version").splitlines()[0] if wrk.available() else "-",
-        "packages": {name: version(name) for name in packages},
-        "commit": _sh("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD")
-        + (" (app/ or templates/ modified)" if dirty else ""),
-        "loadavg_before": Path("/proc/loadavg").read_text().split()[:3],
-    }
+    commit = _sh("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD")
+    out = {"nproc": os.cpu_count(), "memory_gib": round(mem_kib / 2**20, 1)}
+    out |= {"cpu": cpu or platform.processor(), "kernel": platform.release()}
+    out |= {"python": platform.python_version(), "postgresql": db.version, "redis": redis_version}
+    out |= {"wrk": _sh("wrk", "--version").splitlines()[0] if wrk.available() else "-"}
+    out |= {"packages": {name: version(name) for name in packages}}
+    out |= {"commit": commit + (" (app/ or templates/ modified)" if dirty else "")}
+    out |= {"loadavg_before": Path("/proc/loadavg").read_text().split()[:3]}
+    return out
 
 
 def main() -> None:

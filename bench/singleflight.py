@@ -71,14 +71,10 @@ def misses(rounds: int = 20, threads: int = 100) -> dict:
         return value
 
     naive = [_storm(naive_get, ("elevation", f"tile-{r}"), threads) for r in range(rounds)]
-    return {
-        "threads": threads,
-        "rounds": rounds,
-        "upstream_calls_per_round": ours,
-        "max_calls": max(ours),
-        "naive_calls_per_round": naive,
-        "naive_mean_calls": sum(naive) / len(naive),
-    }
+    out = {"threads": threads, "rounds": rounds, "upstream_calls_per_round": ours}
+    out |= {"max_calls": max(ours), "naive_calls_per_round": naive}
+    out |= {"naive_mean_calls": sum(naive) / len(naive)}
+    return out
 
 
 def hits(n: int = 200_000, repeats: int = 7) -> dict:
