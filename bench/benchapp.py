@@ -59,13 +59,13 @@ def _clone(fn, namespace: dict):
     return copy
 
 
-# The product's poll fast path (app/web/poll.py) on two more paths, each its own code run in
-# a namespace that changes one thing: the same path as the real poll, whatever it
-# currently is, but for that one difference.
-def _poll_variant(name: str, path: str, jobviews_ns: dict) -> type:
-    namespace = {**vars(poll), "views": types.SimpleNamespace(**jobviews_ns)}
-    fragment = _clone(poll.LivePoll.fragment, namespace)
-    return type(name, (poll.LivePoll,), {"path": re.compile(path), "fragment": fragment})
+# The product's poll fast path (app/web/poll.py) on three more paths, its fragment (or its
+# whole call) run in a namespace that changes one thing: the same path as the real poll,
+# whatever it currently is, but for that one difference.
+def _poll_variant(name: str, path: str, change: dict, method: str = "fragment") -> type:
+    namespace = {**vars(poll), **change}
+    copy = _clone(getattr(poll.LivePoll, method), namespace)
+    return type(name, (poll.LivePoll,), {"path": re.compile(path), method: copy})
 
 
 # GET /bench/status-nocheck/<id>: the poll's SELECT with its staleness column replaced
@@ -73,7 +73,8 @@ def _poll_variant(name: str, path: str, jobviews_ns: dict) -> type:
 _nocheck_ns = {**vars(views), "VIEW_SQL": NOCHECK_SQL}
 _nocheck_ns["_select"] = _clone(views._select, _nocheck_ns)
 _nocheck_ns["live_view"] = _clone(views.live_view, _nocheck_ns)
-NoCheckPoll = _poll_variant("NoCheckPoll", r"/bench/status-nocheck/([^/]+)", _nocheck_ns)
+_nocheck = {"views": types.SimpleNamespace(**_nocheck_ns)}
+NoCheckPoll = _poll_variant("NoCheckPoll", r"/bench/status-nocheck/([^/]+)", _nocheck)
 
 
 # GET /bench/status-reap-every-poll/<id>: the reaping UPDATE (with its own condition,
@@ -83,11 +84,8 @@ def _reap_then_live_view(job_id, user_id, generation=None):
     return views.live_view(job_id, user_id, generation)
 
 
-ReapPoll = _poll_variant(
-    "ReapPoll",
-    r"/bench/status-reap-every-poll/([^/]+)",
-    {**vars(views), "live_view": _reap_then_live_view},
-)
+_reap = {"views": types.SimpleNamespace(**{**vars(views), "live_view": _reap_then_live_view})}
+ReapPoll = _poll_variant("ReapPoll", r"/bench/status-reap-every-poll/([^/]+)", _reap)
 
 
 class FloorSubmit:
@@ -134,19 +132,10 @@ class FloorSubmit:
 # GET /bench/status-nometrics/<id>: the product's poll with its latency histogram
 # switched off (one observe per poll): what the metrics cost the hot path.
 _NO_OBSERVE = types.SimpleNamespace(observe=lambda seconds: None)
-_nometrics_ns = {
-    **vars(poll),
-    "metrics": types.SimpleNamespace(
-        POLL_FAST=_NO_OBSERVE, POLL_FULL=_NO_OBSERVE, POLL_UNCHANGED=_NO_OBSERVE
-    ),
-}
-NoMetricsPoll = type(
-    "NoMetricsPoll",
-    (poll.LivePoll,),
-    {
-        "path": re.compile(r"/bench/status-nometrics/([^/]+)"),
-        "__call__": _clone(poll.LivePoll.__call__, _nometrics_ns),
-    },
+_histograms = dict.fromkeys(("POLL_FAST", "POLL_FULL", "POLL_UNCHANGED"), _NO_OBSERVE)
+_nometrics = {"metrics": types.SimpleNamespace(**_histograms)}
+NoMetricsPoll = _poll_variant(
+    "NoMetricsPoll", r"/bench/status-nometrics/([^/]+)", _nometrics, "__call__"
 )
 
 

@@ -46,6 +46,7 @@ from tests.test_crash import ledger_check
 
 from .chaos_cluster import HEARTBEAT, LEASE, POLL, SIGNUP_POINTS, SWEEP, WORK, Cluster
 from .common import LOGS, ROOT, Database, User, log, parse_fragment, raise_fd_limit
+from .table import table
 
 # Storm buyers keep the modest signup grant, so a refund often comes after spending; the
 # other users are granted this much at the start and never run out.
@@ -580,9 +581,7 @@ def write_markdown(out: dict, path: Path, started: dict, ended: dict) -> None:
         " the kills, the database faults and the sales, not their timing: no two runs are"
         " the same.",
         "",
-        "| what | figure |",
-        "|---|---|",
-        *[f"| {what} | {figure} |" for what, figure in out["table"]],
+        *table(("what", "figure"), out["table"]),
     ]
     for title in (
         "kills by target",
@@ -599,14 +598,11 @@ def write_markdown(out: dict, path: Path, started: dict, ended: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=1000)
-    parser.add_argument("--db-faults", type=int, default=100)
-    parser.add_argument("--restarts", type=int, default=5)
-    parser.add_argument("--deliveries", type=int, default=2000)
-    parser.add_argument("--refund-events", type=int, default=300)
-    parser.add_argument("--minutes", type=float, default=40.0)
-    parser.add_argument("--users", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=random.SystemRandom().randrange(10**6))
+    seed = random.SystemRandom().randrange(10**6)
+    for name, default in (("kills", 1000), ("db-faults", 100), ("restarts", 5), ("users", 8),
+                          ("deliveries", 2000), ("refund-events", 300), ("minutes", 40.0),
+                          ("seed", seed)):  # fmt: skip
+        parser.add_argument(f"--{name}", type=type(default), default=default)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "CHAOS.md")
     args = parser.parse_args()
     started = tree()  # before anything runs: the code this run is of

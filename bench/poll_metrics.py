@@ -9,13 +9,10 @@ rotates between rounds):
   (bench/benchapp.py)
 
 The ratio status/status_nometrics is taken per round and its median reported; the
-target is at least 0.95. --multiproc runs the server with PROMETHEUS_MULTIPROC_DIR
-(the values in shared files, as several workers would need).
+target is at least 0.95.
 
     make bench BENCH_ARGS="--only poll_metrics"
 """
-
-import tempfile
 
 from . import wrk
 from .common import Database, count_running, loaded
@@ -25,13 +22,6 @@ from .table import Row, check, compare, get
 ENDPOINTS = ("status", "status_nometrics")
 
 
-def paths(user) -> dict[str, str]:
-    return {
-        "status": user.status_path,
-        "status_nometrics": f"/bench/status-nometrics/{user.job_id}",
-    }
-
-
 def run(
     db: Database,
     rounds: int = 4,
@@ -39,26 +29,27 @@ def run(
     warmup: float = 2,
     connections: int = 16,
     n_users: int = 32,
-    multiproc: bool = False,
 ) -> dict:
     wrk.require()
-    with tempfile.TemporaryDirectory(prefix="prometheus-") as metrics_dir:
-        env = {"PROMETHEUS_MULTIPROC_DIR": metrics_dir} if multiproc else {}
-        with loaded(db, "poll_metrics", n_users, "metrics", **env) as (server, users):
-            lines = {ep: [(paths(u)[ep], u.cookie) for u in users] for ep in ENDPOINTS}
-            for ep in ENDPOINTS:  # both answer the running job's fragment before timing
-                r = users[0].http.get(server.url + lines[ep][0][0])
-                if r.status_code != 200 or 'data-status="running"' not in r.text:
-                    raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
-            # Both ask as a browser that kept the fragment asks (bench/poll_closed.py).
-            lines = {ep: with_etags(server.url, lines[ep]) for ep in ENDPOINTS}
-            endpoints = wrk.rounds(
-                server.url, lines, rounds, duration, warmup, connections, "poll_metrics"
-            )
-            running_after = count_running(db, users)
+    with loaded(db, "poll_metrics", n_users, "metrics") as (server, users):
+        paths = {
+            "status": "/assessments/{}/status",
+            "status_nometrics": "/bench/status-nometrics/{}",
+        }
+        lines = {ep: [(p.format(u.job_id), u.cookie) for u in users] for ep, p in paths.items()}
+        for ep in ENDPOINTS:  # both answer the running job's fragment before timing
+            r = users[0].http.get(server.url + lines[ep][0][0])
+            if r.status_code != 200 or 'data-status="running"' not in r.text:
+                raise RuntimeError(f"{ep}: {r.status_code} {r.text[:200]}")
+        # Both ask as a browser that kept the fragment asks (bench/poll_closed.py).
+        lines = {ep: with_etags(server.url, lines[ep]) for ep in ENDPOINTS}
+        endpoints = wrk.rounds(
+            server.url, lines, rounds, duration, warmup, connections, "poll_metrics"
+        )
+        running_after = count_running(db, users)
     ratio = wrk.ratio(endpoints, "status", "status_nometrics")
     out = {"rounds": rounds, "duration_s": duration, "connections": connections, "users": n_users}
-    out |= {"multiproc": multiproc, "endpoints": endpoints}
+    out |= {"endpoints": endpoints}
     out |= {"ratios": {"status/status_nometrics": ratio}, "jobs_running_after": running_after}
     return out
 
