@@ -31,16 +31,10 @@ PRUNED = "psycopg.errors.ForeignKeyViolation"
 PRUNED_KEY = 'is not present in table "procrastinate_workers"'
 # The errors of a connection that a cut, a refusal, a stall or a restart takes away.
 CONNECTION_LOST = frozenset(
-    {
-        "psycopg.OperationalError",
-        "psycopg_pool.PoolTimeout",
-        "psycopg.errors.AdminShutdown",
-        "psycopg.errors.CrashShutdown",
-        "psycopg.errors.CannotConnectNow",
-        "psycopg.errors.ConnectionFailure",
-        "psycopg.errors.ConnectionException",
-        "psycopg.errors.SqlclientUnableToEstablishSqlconnection",
-    }
+    "psycopg.OperationalError psycopg_pool.PoolTimeout psycopg.errors.AdminShutdown"
+    " psycopg.errors.CrashShutdown psycopg.errors.CannotConnectNow"
+    " psycopg.errors.ConnectionFailure psycopg.errors.ConnectionException"
+    " psycopg.errors.SqlclientUnableToEstablishSqlconnection".split()
 )
 STOPPED = "worker stopped by an error"
 TRACEBACK = "\nTraceback (most recent call last):\n"

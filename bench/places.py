@@ -118,17 +118,13 @@ def timings(rounds: int = 11, seconds: float = 0.05) -> dict:
                     ours.append(_per_query_us(product.resolve_place, queries, repeat))
                     if kind in QUERIES:
                         theirs.append(_per_query_us(baseline.resolve_place, queries, repeat))
-                kinds[kind] = {
-                    "product_us": min(ours),
-                    "baseline_us": min(theirs) if theirs else None,
-                    "product_median_us": statistics.median(ours),
-                    "baseline_median_us": statistics.median(theirs) if theirs else None,
-                    "queries": len(queries),
-                    "product_calls": _calls_per_query(product.resolve_place, queries),
-                    "baseline_calls": (
-                        _calls_per_query(baseline.resolve_place, queries) if theirs else None
-                    ),
-                }
+                calls = _calls_per_query(baseline.resolve_place, queries) if theirs else None
+                k = {"product_us": min(ours), "baseline_us": min(theirs) if theirs else None}
+                k |= {"product_median_us": statistics.median(ours)}
+                k |= {"baseline_median_us": statistics.median(theirs) if theirs else None}
+                k |= {"queries": len(queries)}
+                k |= {"product_calls": _calls_per_query(product.resolve_place, queries)}
+                kinds[kind] = k | {"baseline_calls": calls}
         finally:
             sys.path.remove(tmp)
     # Addresses now place their 町丁目, work the baseline never did: row 7c times it.
@@ -172,14 +168,8 @@ def memory() -> dict:
             ("product", "app.assessment.place.gazetteer"),
         ):
             script = _RSS_SCRIPT.format(tmp=tmp, module=module)
-            done = subprocess.run(
-                [sys.executable, "-c", script],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=120,
-            )
+            argv, options = [sys.executable, "-c", script], {"text": True, "timeout": 120}
+            done = subprocess.run(argv, cwd=ROOT, capture_output=True, check=True, **options)
             out[label] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
 

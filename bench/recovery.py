@@ -132,13 +132,8 @@ def term_trial(db: Database, n_jobs: int, tag: str) -> dict:
 
 def term_bare() -> dict:
     """Baseline: SIGTERM to a bare Flask app's gunicorn while a client holds a keep-alive."""
-    server = Server(
-        None,
-        "recovery-term-bare",
-        module="bench.bareapp:app",
-        conf=False,
-        args=("-w", "1", "-k", "gthread", "--threads", "8", "--no-control-socket"),
-    )
+    gunicorn = ("-w", "1", "-k", "gthread", "--threads", "8", "--no-control-socket")
+    server = Server(None, "recovery-term-bare", "bench.bareapp:app", False, gunicorn)
     server.start()
     try:
         client = requests.Session()

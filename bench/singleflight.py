@@ -95,17 +95,15 @@ def hits(n: int = 200_000, repeats: int = 7) -> dict:
         with lock:
             return ttl[key]
 
-    return {
-        "calls": n,
-        "empty_call_ns": best_ns(lambda: None, n, repeats),  # the loop and call overhead
-        "singleflight_get_ns": best_ns(lambda: cache.get(key, factory), n, repeats),
-        "singleflight_get_counter_ns": best_ns(
-            lambda: cache.get(key, factory, counter), n, repeats
-        ),
-        "dict_ns": best_ns(lambda: plain[key], n, repeats),
-        "ttlcache_ns": best_ns(lambda: ttl[key], n, repeats),
-        "locked_ttlcache_ns": best_ns(locked_ttl, n, repeats),
+    lookups = {
+        "empty_call": lambda: None,  # the loop and call overhead
+        "singleflight_get": lambda: cache.get(key, factory),
+        "singleflight_get_counter": lambda: cache.get(key, factory, counter),
+        "dict": lambda: plain[key],
+        "ttlcache": lambda: ttl[key],
+        "locked_ttlcache": locked_ttl,
     }
+    return {"calls": n} | {f"{k}_ns": best_ns(call, n, repeats) for k, call in lookups.items()}
 
 
 def run(db: None = None) -> dict:

@@ -92,15 +92,9 @@ def compare(
     ok: bool | None = None,
 ) -> Row:
     """A figure beside its baseline in the same unit; the ratio is value / base unless given."""
-    return Row(
-        number,
-        figure,
-        num(value, digits, unit),
-        f"{label} {num(base, digits, unit)}",
-        num(div(value, base) if ratio is QUOTIENT else ratio, ratio_digits, ratio_unit),
-        target,
-        ok,
-    )
+    ratio = num(div(value, base) if ratio is QUOTIENT else ratio, ratio_digits, ratio_unit)
+    measured, baseline = num(value, digits, unit), f"{label} {num(base, digits, unit)}"
+    return Row(number, figure, measured, baseline, ratio, target, ok)
 
 
 SUMMARY = ("#", "figure", "measured", "baseline (same run)", "ratio", "target", "result")

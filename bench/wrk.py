@@ -101,18 +101,14 @@ def rounds(
             res = run(url, lines[name], duration, connections)
             measured[name].append(res.brief())
             log(f"{tag} round {r + 1}/{rounds} {name}: {res.rps:.0f} req/s")
-    return {
-        name: {
-            "rps_median": median([x["rps"] for x in each]),
-            "p50_ms_median": median([x["p50_ms"] for x in each]),
-            "p99_ms_median": median([x["p99_ms"] for x in each]),
-            "errors": sum(x["errors"] for x in each),
-            "requests": sum(x["requests"] for x in each),
-            "not_modified": sum(x["not_modified"] for x in each),
-            "rounds": each,
-        }
-        for name, each in measured.items()
-    }
+    return {name: _over_rounds(each) for name, each in measured.items()}
+
+
+def _over_rounds(each: list[dict]) -> dict:
+    """One endpoint's rounds: the medians of req/s, p50 and p99, the counts summed."""
+    out = {f"{k}_median": median([x[k] for x in each]) for k in ("rps", "p50_ms", "p99_ms")}
+    out |= {k: sum(x[k] for x in each) for k in ("errors", "requests", "not_modified")}
+    return out | {"rounds": each}
 
 
 def ratio(endpoints: dict[str, dict], a: str, b: str) -> dict:
@@ -126,20 +122,12 @@ def ratio(endpoints: dict[str, dict], a: str, b: str) -> dict:
 
 def endpoints_table(endpoints: dict[str, dict]) -> list[str]:
     """The report's table of endpoints measured in rounds: medians, each round, errors."""
-    return table(
-        ("endpoint", "req/s (median)", "per round", "p50", "p99", "errors"),
-        (
-            (
-                name,
-                f"{e['rps_median']:.0f}",
-                ", ".join(f"{x['rps']:.0f}" for x in e["rounds"]),
-                f"{e['p50_ms_median']:.1f} ms",
-                f"{e['p99_ms_median']:.1f} ms",
-                e["errors"],
-            )
-            for name, e in endpoints.items()
-        ),
-    )
+    rows = (
+        (name, f"{e['rps_median']:.0f}", ", ".join(f"{x['rps']:.0f}" for x in e["rounds"]),
+         f"{e['p50_ms_median']:.1f} ms", f"{e['p99_ms_median']:.1f} ms", e["errors"])
+        for name, e in endpoints.items()
+    )  # fmt: skip
+    return table(("endpoint", "req/s (median)", "per round", "p50", "p99", "errors"), rows)
 
 
 def ratios_table(ratios: dict[str, dict]) -> list[str]:

@@ -89,13 +89,8 @@ class StandIn:
             "import sys; from bench.zones import Upstream\n"
             f"print(Upstream({latency!r}).url, flush=True); sys.stdin.read()\n"
         )
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+        self.process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, **pipes)
         self.url = self.process.stdout.readline().strip()
 
     @property
