@@ -52,15 +52,10 @@ def product(db: Database, n_jobs: int = 32) -> dict:
         running = server.health()["jobs_running"]
         tree_pss = tree_sum(pid, lambda p: rss_kib(p).get("Pss", 0))
     with_jobs = max(samples, key=lambda s: s["VmRSS"])
-    return {
-        # The whole process tree's proportional set size (the pixel pool's forkserver and
-        # processes with the worker, shared pages counted once), at the last sample.
-        "tree_pss_kib": tree_pss,
-        "jobs_running": running,
-        "upstream_calls": upstream.hits,
-        "idle": idle,
-        "with_jobs": with_jobs,
-    }
+    # tree_pss_kib: the whole process tree's proportional set size (the pixel pool's
+    # forkserver and processes with the worker, shared pages counted once), at the last sample.
+    out = {"tree_pss_kib": tree_pss, "jobs_running": running, "upstream_calls": upstream.hits}
+    return out | {"idle": idle, "with_jobs": with_jobs}
 
 
 def bare() -> dict:

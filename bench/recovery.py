@@ -67,20 +67,11 @@ def kill_trials(db: Database, trials: int) -> list[dict]:
             )[0]
             final = tab.timeline[-1] if tab.timeline else None
             refunded = bool(final and len(final) == 4 and final[2] == "refunded")
-            out.append(
-                {
-                    "seconds_to_settled": tab.settled_at,
-                    "heartbeat_age_at_kill_s": beat_age,
-                    "seconds_to_first_answer": tab.first_answer,
-                    "final": final,
-                    "truthful": refunded and ledger[0] == 1 and ledger[1] == 1,
-                    "consumes": ledger[0],
-                    "refunds": ledger[1],
-                    "balance_after": ledger[2],
-                    "new_worker": new_pid != pid,
-                    "timeline": tab.timeline,
-                }
-            )
+            trial = {"seconds_to_settled": tab.settled_at, "heartbeat_age_at_kill_s": beat_age}
+            trial |= {"seconds_to_first_answer": tab.first_answer, "final": final}
+            trial |= {"truthful": refunded and ledger[0] == 1 and ledger[1] == 1}
+            trial |= {"consumes": ledger[0], "refunds": ledger[1], "balance_after": ledger[2]}
+            out.append(trial | {"new_worker": new_pid != pid, "timeline": tab.timeline})
             log(f"recovery kill {i + 1}/{trials}: settled after {tab.settled_at} s")
     return out
 
