@@ -164,14 +164,8 @@ def database_death(log: str, faults: list[Window], ended: float | None) -> list[
         return [stop] if in_fault(stop.at or ended, faults) else []
     if [(r.how, r.type, r.message) for r in chain] != [("", *UNASKED)]:
         return []
-    side = next(
-        (
-            r
-            for r in reversed(found[: stops[-1]])
-            if r.message.startswith("Side task ") and r.message.endswith(", stopping worker")
-        ),
-        None,
-    )
+    sides = (r for r in reversed(found[: stops[-1]]) if r.message.startswith("Side task "))
+    side = next((r for r in sides if r.message.endswith(", stopping worker")), None)
     if side is None or not lost_connection(raised(side.body)):
         return []
     if not in_fault(side.at or ended, faults):

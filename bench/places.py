@@ -58,12 +58,8 @@ def _baseline_package(directory: Path) -> str:
     package.mkdir()
     (package / "__init__.py").write_text("")
     for name in MODULES:
-        source = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{BASELINE_REV}:app/assessment/{name}.py"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        show = ["git", "-C", str(ROOT), "show", f"{BASELINE_REV}:app/assessment/{name}.py"]
+        source = subprocess.run(show, capture_output=True, text=True, check=True).stdout
         (package / f"{name}.py").write_text(source)
     return "places_baseline"
 

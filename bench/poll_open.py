@@ -149,8 +149,7 @@ def computing_details(c: dict) -> list[str]:
             # CPU per report only where reports finished inside the timetable
             shown = {n: {**v[n], **({} if v[n]["reports"] else {keys[-1]: "n/a"})} for n in sizes}
             rows = ((n, *(plain(shown[n][k]) for k in keys)) for n in sizes)
-            lines += table(("computing", *keys), rows)
-            lines.append("")
+            lines += [*table(("computing", *keys), rows), ""]
     return lines
 
 
@@ -203,10 +202,8 @@ def _reports(db: Database, user: User, queries, stop: threading.Event, walls: li
 def _computing(db, upstream, provider: str, sizes, work: float, **loop) -> dict:
     env = {"ASSESSMENT_WORK_SECONDS": str(work), "MAX_CONCURRENT_JOBS": "80"}
     env |= {"SIGNUP_POINTS": "1000", "BENCH_IDLE_PLACE": IDLE_PLACE, "LAYER_PROVIDER": provider}
-    env |= {
-        "JSHIS_BASE_URL": upstream.url + "/jshis",
-        "HAZARD_PORTAL_URL": upstream.url + "/portal",
-    }
+    env |= {"JSHIS_BASE_URL": upstream.url + "/jshis"}
+    env |= {"HAZARD_PORTAL_URL": upstream.url + "/portal"}
     name = f"poll_computing-{provider}"
     with loaded(db, name, 32, "idle", place=IDLE_PLACE, **env) as (server, idle):
         pid, targets = server.worker_pid(), [(u.status_path, u.cookie) for u in idle]
