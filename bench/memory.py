@@ -5,8 +5,6 @@ bench.zones.Upstream slowed to UPSTREAM_LATENCY_S, so 32 users' zone jobs (æœ­å¹
 while the worker is read for SAMPLE_SECONDS (largest VmRSS). Baseline, same run: a bare
 interpreter importing LIBRARIES (numpy, shapely, Pillow: ~24 MiB) and nothing else. Per
 running job: (VmRSS with 32 - idle) / 32. /proc/<pid>/status, smaps_rollup (Pss).
-
-    make bench BENCH_ARGS="--only memory"
 """
 
 import subprocess

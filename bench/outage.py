@@ -14,8 +14,6 @@ how many succeeded, and the time from the return until every page settled.
 
 Both: what the polls got during the outage (503 pages, never a 500) and what the log
 said (lines, tracebacks, bytes).
-
-    make bench BENCH_ARGS="--only outage"
 """
 
 import re

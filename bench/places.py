@@ -8,8 +8,6 @@ round's mean time per query (the machine is shared: the slower rounds measure th
 neighbours), medians beside it; the summary is the kind with the worst ratio. Memory: VmRSS of a
 fresh interpreter after create_app() and building each index (the worker's share of it;
 gunicorn builds it once in the master).
-
-    make bench BENCH_ARGS="--only places"
 """
 
 import cProfile

@@ -19,8 +19,6 @@ fragment changed would get 200s: the figure can only be worse for it). wrk count
 
 Ratios are taken per round (the two endpoints measured minutes apart at most) and the
 median over rounds is reported.
-
-    make bench BENCH_ARGS="--only poll_closed"
 """
 
 import requests

@@ -10,8 +10,6 @@ rotates between rounds):
 
 The ratio status/status_nometrics is taken per round and its median reported; the
 target is at least 0.95.
-
-    make bench BENCH_ARGS="--only poll_metrics"
 """
 
 from . import wrk

@@ -9,8 +9,6 @@ The browsers poll as Chromium does (tests/test_browser.py proves it): each keeps
 fragment with its ETag and asks with If-None-Match, so an unchanged fragment comes back
 304 (bench/poll_closed.py's status_rendered measures a poll rendered every time).
 
-    make bench BENCH_ARGS="--only poll_open"
-
 Rows 2d-2j (while_computing(), in make bench with poll_open): the same timetable on 32 sleeping
 jobs (benchapp's BENCH_IDLE_PLACE) while N reports compute for real, N = 8 and 32, each user
 submitting a large city again as its last one settles; once on the demo provider, once

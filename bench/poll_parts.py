@@ -17,8 +17,6 @@ database and the best of a few repeats is kept. The parts add up to roughly one 
 - the fast poll itself (app/web/poll.py's middleware, called as gunicorn calls it, without
   HTTP): a whole answer rendered and answered 304 (alternating), its session read (kept,
   and verified anew), its latency histogram's observe, and its template as it renders it.
-
-    make bench BENCH_ARGS="--only poll_parts"
 """
 
 import os

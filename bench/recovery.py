@@ -11,8 +11,6 @@ SIGTERM: N jobs run; the master gets SIGTERM. Measured: signal -> master exit, a
 whether every job was failed, refunded and finalized in the database before the exit
 (finalized_at on the database clock against the client's clock at exit, same machine).
 Target: < 1 s, settled before exit.
-
-    make bench BENCH_ARGS="--only recovery"
 """
 
 import os

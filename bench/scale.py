@@ -9,8 +9,6 @@
   instances side by side (half the connections each, summed), 32 running jobs.
 - misses: upstream calls per 100 concurrent misses of one key over 4 processes (25
   threads each), with SHARED_LAYER_CACHE=on vs off (the in-process cache alone).
-
-    make bench BENCH_ARGS="--only scale"
 """
 
 import contextlib

@@ -8,8 +8,6 @@ In-process, against app.singleflight.SingleFlightCache:
   counter that app/assessment/work.py passes; baselines: a plain dict lookup, a
   cachetools.TTLCache lookup, and a TTLCache lookup under a threading.Lock. Best of
   7 repeats (the least disturbed by the noisy machine).
-
-    make bench BENCH_ARGS="--only singleflight"
 """
 
 import threading

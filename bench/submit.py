@@ -20,8 +20,6 @@ submit, every figure from the same run:
   enqueues to RQ (SimpleWorker): the same measurement as ours for a queue-based design.
 - one round trip to PostgreSQL and to Redis, back to back and after the same idle pause
   the submits start from: what each hop between processes costs on this machine.
-
-    make bench BENCH_ARGS="--only submit"
 """
 
 import collections
