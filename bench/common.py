@@ -85,12 +85,10 @@ class Database:
             self.name = make_url(existing).database
             self.version = self.scalar("SHOW server_version")
             return
-        base = make_url(server_url())
+        base = make_url(server_url()).set(drivername="postgresql")
         self.name = f"bench_{os.getpid()}"
-        self.admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
-        self.url = base.set(drivername="postgresql", database=self.name).render_as_string(
-            hide_password=False
-        )
+        self.admin = base.render_as_string(hide_password=False)
+        self.url = base.set(database=self.name).render_as_string(hide_password=False)
         with psycopg.connect(self.admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{self.name}"')
@@ -115,13 +113,10 @@ class Database:
 
     def truncate(self) -> None:
         """Empty the product's tables between benchmarks (before the first server: no-op)."""
+        tables = "users, point_ledger, assessment_jobs, incidents"
         with self.connect() as conn:
-            exists = conn.execute("SELECT to_regclass('assessment_jobs')").fetchone()[0]
-            if exists:
-                conn.execute(
-                    "TRUNCATE users, point_ledger, assessment_jobs, incidents"
-                    " RESTART IDENTITY CASCADE"
-                )
+            if conn.execute("SELECT to_regclass('assessment_jobs')").fetchone()[0]:
+                conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
 
     def close(self) -> None:
         if not self.created:
@@ -162,9 +157,7 @@ class User:
     """A signed-in browser session: its cookie is what the load generators send."""
 
     def __init__(self, server: Server, email: str):
-        self.server = server
-        self.email = email
-        self.http = kept_alive_session()
+        self.server, self.email, self.http = server, email, kept_alive_session()
         self.job_id: uuid.UUID | None = None
         self._csrf: str | None = None
 
@@ -296,9 +289,7 @@ class Tab(threading.Thread):
         super().__init__(daemon=True)
         self.user, self.t0, self.interval, self.limit = user, t0, interval, limit
         self.stop = stop or threading.Event()
-        self.sent: list[float] = []
-        self.answers: list[tuple[float, int]] = []
-        self.timeline: list[tuple] = []
+        self.sent, self.answers, self.timeline = [], [], []  # as the docstring says
         self.first_answer: float | None = None
         self.settled_at: float | None = None
 

@@ -58,8 +58,7 @@ class RawPost:
     """A keep-alive socket that sends a prebuilt form POST and reads the response head."""
 
     def __init__(self, port: int, cookie: str):
-        self.port = port
-        self.cookie = cookie
+        self.port, self.cookie = port, cookie
         self.sock: socket.socket | None = None
 
     def post(self, path: str, form: dict[str, str]) -> tuple[float, int, dict[str, str]]:
