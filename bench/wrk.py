@@ -21,13 +21,7 @@ class WrkResult:
     p50_ms: float
     p99_ms: float
     errors: int  # socket errors plus non-2xx/3xx responses
-    output: str
     not_modified: int = 0  # 304 answers to If-None-Match
-
-    def brief(self) -> dict:
-        data = asdict(self)
-        data.pop("output")
-        return data
 
 
 def available() -> bool:
@@ -74,7 +68,7 @@ def run(
     if m := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
         errors += int(m.group(1))
     m = re.search(r"Not modified: (\d+)", out)
-    return WrkResult(rps, total, p50, p99, errors, out, int(m.group(1)) if m else 0)
+    return WrkResult(rps, total, p50, p99, errors, int(m.group(1)) if m else 0)
 
 
 def rounds(
@@ -99,7 +93,7 @@ def rounds(
         k = r % len(names)
         for name in names[k:] + names[:k]:
             res = run(url, lines[name], duration, connections)
-            measured[name].append(res.brief())
+            measured[name].append(asdict(res))
             log(f"{tag} round {r + 1}/{rounds} {name}: {res.rps:.0f} req/s")
     return {name: _over_rounds(each) for name, each in measured.items()}
 

@@ -1,13 +1,12 @@
-"""The local stand-in for the hazard map portal, J-SHIS and GSI's pale map, and its places.
+"""The local stand-in for the hazard map portal and J-SHIS, and the places read against it.
 
-It answers every request on 127.0.0.1 after LATENCY_S (20 ms): tiles painted by the demo
-painter, J-SHIS answers from tests/recorded, a flat tint for the pale map (all constructed),
-and counts them. bench/memory.py and the rows 2d-2j of bench/poll_open.py run the real
-providers against it; bench/ZONES.md keeps what the zone reading cost over real outlines
-when it was measured with it (upstream calls, job time, peak RSS, the neighbours' cache).
+It answers every request on 127.0.0.1 after LATENCY_S (20 ms), with tiles painted by the
+demo painter and J-SHIS answers from tests/recorded (all constructed), and counts them.
+bench/memory.py and the rows 2d-2j of bench/poll_open.py run the real providers against
+it; bench/ZONES.md keeps what reading zones over real outlines cost when it was measured
+with it (upstream calls, job time, peak RSS, the neighbours' cache).
 """
 
-import io
 import json
 import threading
 import time
@@ -25,16 +24,13 @@ class Upstream:
     """The local stand-in: counts requests, answers after its latency (LATENCY_S)."""
 
     def __init__(self, latency: float = LATENCY_S) -> None:
-        from PIL import Image
-
         from app.assessment.sources import portal
 
-        self.hits: Counter[str] = Counter()  # by service: portal, jshis, pale
+        self.hits: Counter[str] = Counter()  # by service: portal, jshis
         self.lock = threading.Lock()
         ids = {dataset_id: name for name, dataset_id in portal.ZONE_DATASETS.items()}
         pshm = (RECORDED / "jshis_pshm_ok.geojson").read_bytes()
         sstrct = (RECORDED / "jshis_sstrct_ok.geojson").read_bytes()
-        Image.new("RGB", (256, 256), (242, 240, 234)).save(pale := io.BytesIO(), "PNG")
         state, painted = self, {}
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,9 +40,7 @@ class Upstream:
                         state.hits[self.path.split("/")[1]] += 1
                     time.sleep(latency)
                 status, body = 404, b""
-                if self.path.startswith("/pale/"):
-                    status, body = 200, pale.getvalue()
-                elif self.path == "/__hits":  # StandIn's count, read from its parent
+                if self.path == "/__hits":  # StandIn's count, read from its parent
                     status, body = 200, json.dumps(state.hits).encode()
                 elif not self.path.startswith(("/portal/", "/jshis/")):
                     status, body = 200, b'"ok"'  # any other upstream (bench/scale.py)
