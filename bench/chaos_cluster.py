@@ -310,6 +310,5 @@ class Cluster:
 
     def tracebacks(self) -> int:
         """Count the tracebacks in every log (each one is worth reading; not a verdict)."""
-        return sum(
-            p.read_text(errors="replace").count("Traceback") for p in self.logs.glob("*.log")
-        )
+        logs = self.logs.glob("*.log")
+        return sum(p.read_text(errors="replace").count("Traceback") for p in logs)

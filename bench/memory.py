@@ -69,9 +69,8 @@ def run(db: Database, n_jobs: int = 32) -> dict:
     baseline = bare()
     log(f"memory: product worker idle, then with {n_jobs} running zone jobs")
     ours = product(db, n_jobs)
-    per_job = div(
-        get(ours, "with_jobs", "VmRSS") - get(ours, "idle", "VmRSS"), ours["jobs_running"]
-    )
+    grown = get(ours, "with_jobs", "VmRSS") - get(ours, "idle", "VmRSS")
+    per_job = div(grown, ours["jobs_running"])
     return {"product": ours, "bare_interpreter": baseline, "per_job_kib": per_job}
 
 

@@ -114,9 +114,7 @@ async def _generate(
     tasks: set[asyncio.Task] = set()
 
     async def request(b: _Browser, due: float) -> None:
-        deadline = due + timeout
-        begun = loop.time()
-        sent = None
+        deadline, begun, sent = due + timeout, loop.time(), None
 
         def failed(conn: _Conn | None, kind: str) -> None:
             if conn is not None:
@@ -178,8 +176,7 @@ async def _generate(
     cpu0, wall0 = time.process_time(), time.monotonic()
     for k in range(total):
         due = start + k * step
-        delay = due - loop.time()
-        if delay > 0:
+        if (delay := due - loop.time()) > 0:
             await asyncio.sleep(delay)
         task = loop.create_task(request(pool[k % browsers], due))
         tasks.add(task)
@@ -188,8 +185,7 @@ async def _generate(
         await asyncio.wait(set(tasks), timeout=timeout + 1)
     for task in list(tasks):
         task.cancel()
-    cpu = time.process_time() - cpu0
-    wall = time.monotonic() - wall0
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
     for b in pool:
         for conn in b.idle:
             conn.close()

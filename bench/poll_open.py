@@ -249,24 +249,15 @@ def _computing(db, upstream, provider: str, sizes, work: float, **loop) -> dict:
     return out
 
 
-def while_computing(
-    db,
-    providers="demo,real",
-    sizes=(8, 32),
-    work=20.0,
-    browsers=1000,
-    interval=2.0,
-    duration=15.0,
-    warmup=5.0,
-) -> dict:
-    """Rows 2d-2j: the open loop while reports compute, beside the same with jobs sleeping."""
+def while_computing(db, providers=("demo", "real"), sizes=(8, 32), work=20.0, **loop) -> dict:
+    """Rows 2d-2j: the open loop while reports compute, beside the same with jobs sleeping.
+
+    loop: the timetable (browsers, interval, duration, warmup), as openloop.run takes it.
+    """
     from .zones import StandIn
 
-    if isinstance(sizes, str):  # --sizes 8,32 when run alone
-        sizes = tuple(int(n) for n in sizes.split(","))
     upstream = StandIn()
-    loop = {"browsers": browsers, "interval": interval, "duration": duration, "warmup": warmup}
     # "variants": the code as it is ("after"), as earlier runs named it beside the code before.
-    after = {p: _computing(db, upstream, p, sizes, work, **loop) for p in providers.split(",")}
+    after = {p: _computing(db, upstream, p, sizes, work, **loop) for p in providers}
     upstream.close()
     return {"sizes": list(sizes), "work_s": work, "variants": {"after": after}}
