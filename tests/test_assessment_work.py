@@ -115,9 +115,14 @@ def test_two_jobs_for_one_place_share_each_call(sapporo) -> None:
 # The worst class present decides (issue 33); storm surge and inland flooding (issue 46)
 # are read too: the demo's shallow storm surge (2) and its inland flooding, painted no
 # deeper than 0.5-3 m (3), weigh as flood does and draw the mean to level 5's foot.
-PINNED_LEVELS = [5, 5, 2, 3, 4, 5, 5]
+# House collapse (issue 46): the demo's constructed zones inside its flood zones are level
+# 5; flood duration is shown with no level (None), never weighed.
+PINNED_LEVELS = [5, 5, 2, 3, 5, None, 4, 5, 5]
 PINNED_SCORE = 80
-PINNED_NARRATIVE = "In Sapporo-shi, Hokkaido the greatest concerns are flood, tsunami, landslide"
+PINNED_NARRATIVE = (
+    "In Sapporo-shi, Hokkaido the greatest concerns are flood, tsunami, house-collapse zone,"
+    " landslide"
+)
 
 
 def test_the_demo_report_is_deterministic(sapporo) -> None:
@@ -372,7 +377,10 @@ def test_the_report_renders(sapporo, lang: str) -> None:
     where = {"en": "43.0621° N, 141.3544° E", "ja": "北緯43.0621°、東経141.3544°"}[lang]
     assert "011002" in html and where in html
     for layer in report["layers"]:
-        assert f"{layer['level']}/5 {layer['label']}" in html  # the level is text, not colour
+        if layer["level"]:
+            assert f"{layer['level']}/5 {layer['label']}" in html  # the level is text, not colour
+        else:  # flood duration: a detail of flood, its longest class said, no level
+            assert str(escape(layer["label"])) in html
     assert str(escape(report["narrative"])) in html
     demo_note = {
         "en": "Built from demonstration data, not real hazard measurements.",

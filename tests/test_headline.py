@@ -30,7 +30,9 @@ def area() -> Area:
 @given(LAYER_INDEXES, st.sampled_from(analysis.LANGS))
 def test_the_score_its_label_and_the_worst_layer_agree(indexes, lang):
     report = analysis.describe(area(), lang, scored(indexes))
-    worst = max(row["level"] for row in report["layers"])
+    # Flood duration has no level: a detail of flood, shown, never weighed.
+    leveled = [row for row in report["layers"] if row["level"]]
+    worst = max(row["level"] for row in leveled)
     low, high = BANDS[worst]
     assert low <= report["score"] <= high, (report["score"], worst)
     assert report["score_label"] == analysis.LABELS[lang][worst - 1]
@@ -42,7 +44,7 @@ def test_the_score_its_label_and_the_worst_layer_agree(indexes, lang):
         named = re.escape(row["name"] if lang == "ja" else row["name"].lower())
         said = re.search(named if lang == "ja" else rf"\b{named}\b", first) is not None
         at_worst = row["level"] == worst
-        if len(report["worst"]) < len(report["layers"]):
+        if len(report["worst"]) < len(leveled):
             assert said == at_worst, (first, row["key"])
 
 
@@ -141,3 +143,37 @@ def test_a_report_stored_before_states_never_reads_no_zone_as_very_low():
     assert flood["level"] is None and flood["label"] != "非常に低い"
     assert flood["state"] == analysis.NO_ZONE
     assert "非常に低い" not in ja["narrative"] and ja["least"] == ["liquefaction"]
+
+
+def test_a_house_collapse_zone_weighs_as_flood_does_and_alone_heads_the_report():
+    assert analysis.WEIGHTS["house_collapse"] == analysis.WEIGHTS["flood"]
+    rows = [{"key": layer.key, "index": 0.1, "numbers": {}} for layer in analysis.LAYERS]
+    collapse = next(row for row in rows if row["key"] == "house_collapse")
+    collapse["index"] = 0.9  # a zone: level 5, 「早期に立ち退き避難を」
+    report = analysis.describe(area(), "en", rows)
+    assert report["level"] == 5 and report["worst"] == ["house_collapse"]
+
+
+def test_flood_duration_is_shown_and_never_moves_the_headline():
+    # The longest duration found (four weeks or more) is said, with no level of its own.
+    by_key = {"flood": 0.5, "tsunami": 0.1, "liquefaction": 0.3, "landslide": 0.7, "seismic": 0.5}
+    rows = [{"key": k, "index": v, "numbers": {}} for k, v in by_key.items()]
+    legend = analysis.legend_of("flood_duration")
+    shown = {"key": "flood_duration", "index": None, "numbers": {}, "state": analysis.SHOWN,
+             "worst": "ge4w", "legend": legend}  # fmt: skip
+    old, new = (analysis.describe(area(), lang, rows + extra) for lang, extra in
+                (("en", []), ("en", [shown])))  # fmt: skip
+    assert (new["level"], new["score"], new["worst"]) == (old["level"], old["score"], old["worst"])
+    row = next(row for row in new["layers"] if row["key"] == "flood_duration")
+    assert row["level"] is None and row["state"] == analysis.SHOWN
+    assert "4 weeks or more" in row["label"] and "not weighed" in row["label"]
+    ja = analysis.describe(area(), "ja", rows + [shown])
+    assert "4週間以上" in next(r for r in ja["layers"] if r["key"] == "flood_duration")["label"]
+
+
+def test_a_report_stored_before_house_collapse_and_duration_is_described_without_them():
+    seven = [{"key": layer.key, "index": 0.3, "numbers": {}} for layer in analysis.LAYERS
+             if layer.key not in ("house_collapse", "flood_duration")]  # fmt: skip
+    report = analysis.describe(area(), "en", seven)
+    keys = [row["key"] for row in report["layers"]]
+    assert "house_collapse" not in keys and "flood_duration" not in keys and len(keys) == 7

@@ -74,6 +74,25 @@ PUBLISHED = (
     + [(INLAND, c, k, lv) for c, k, lv in INLAND_DEPTH]
     + LANDSLIDE
 )
+# House collapse (氾濫流, 河岸侵食) and flood duration, in the colours public projects record
+# (unconfirmed against GSI's legend images; docs/providers.md): a house-collapse zone is
+# level 5, a duration sets no level (0): a detail of flood.
+COLLAPSE_FLOW, COLLAPSE_BANK = (
+    "01_flood_l2_kaokutoukai_hanran_data",
+    "01_flood_l2_kaokutoukai_kagan_data",
+)
+DURATION = "01_flood_l2_keizoku_data"
+UNCONFIRMED_COLOURS = [
+    (COLLAPSE_FLOW, "#FF0000", "house_collapse_flow", 5),
+    (COLLAPSE_BANK, "#FF0000", "house_collapse_bank", 5),
+    (DURATION, "#A0D2FF", "lt12h", 0),
+    (DURATION, "#0041FF", "12h-1d", 0),
+    (DURATION, "#FAF500", "1d-3d", 0),
+    (DURATION, "#FF9900", "3d-1w", 0),
+    (DURATION, "#FF2800", "1w-2w", 0),
+    (DURATION, "#B40068", "2w-4w", 0),
+    (DURATION, "#600060", "ge4w", 0),
+]
 BORDER = (0x1E, 0x3C, 0x8C)  # a dark blue, as the legends draw a planned zone's dashes
 
 
@@ -122,7 +141,29 @@ def test_each_published_colour_reads_as_its_class_and_sets_its_level(path, colou
     assert zone.planned == ("planned" in key)
 
 
-@pytest.mark.parametrize("path", list(tiles.LEGENDS))
+@pytest.mark.parametrize(("path", "colour", "key", "level"), UNCONFIRMED_COLOURS)
+def test_house_collapse_and_duration_colours_read_as_their_class_and_say_whose_word(
+    path, colour, key, level
+):
+    tile, outline = inside_tile()
+    reading = tiles.read_tiles(tiles.LEGENDS[path], outline, [(tile, filled(rgb(colour)))])
+    assert reading.counts[key] == SIZE * SIZE
+    zone = next(zone for zone in tiles.LEGENDS[path] if zone.key == key)
+    assert zone.level == level and zone.colour == colour
+    assert zone.source.startswith("unconfirmed")  # no GSI legend image was found for them
+
+
+def test_a_one_colour_legend_keeps_a_tolerance_of_its_own():
+    # House collapse has one class per dataset: no two colours to keep apart.
+    legend = tiles.LEGENDS[COLLAPSE_FLOW]
+    assert tiles.tolerance(legend) == tiles.SINGLE_TOLERANCE
+    near, far = (255 - tiles.SINGLE_TOLERANCE, 0, 0, 255), (255, 0, 80, 255)
+    assert tiles.classify(np.array([[near, far]]), legend).tolist() == [[1, -1]]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in tiles.LEGENDS if len(tiles.zones_of(tiles.LEGENDS[p])) > 1]
+)
 def test_the_tolerance_is_below_half_the_distance_of_the_two_closest_colours(path):
     legend = tiles.LEGENDS[path]
     colours = [zone.rgb for zone in tiles.zones_of(legend)]

@@ -663,3 +663,52 @@ def test_an_unconfirmed_layer_s_missing_sample_is_said_but_keeps_the_real_data(
     choice = app.extensions["provider_choice"]
     assert choice["mode"] == "real"
     assert "not confirmed: inland_flood_zones: the sample tile is missing" in choice["reason"]
+
+
+def test_house_collapse_and_flood_duration_are_read_on_their_national_paths(
+    make_app, service: Service
+) -> None:
+    # Constructed, not recorded (tests/recorded/README.md): flood flow's red (#FF0000) and
+    # flood duration's "4 weeks or more" (#600060), in the colours public projects record
+    # (unconfirmed), each over exactly the ward's pixels. Before: neither was read.
+    flow, duration = (
+        ZONE_DATASETS["house_collapse_flow_zones"],
+        ZONE_DATASETS["flood_duration_zones"],
+    )
+    painted = {f"/portal/{flow}/": (0xFF, 0, 0, 255), f"/portal/{duration}/": (0x60, 0, 0x60, 255)}
+
+    def answer(path: str) -> Answer:
+        for prefix, colour in painted.items():
+            if path.startswith(prefix) and path not in SAMPLES:
+                body = painted_tile(path.removeprefix(prefix).removesuffix(".png"), colour)
+                if body is not None:
+                    return 200, body, {"Content-Type": "image/png"}
+        return normal(path)
+
+    service.answer = answer
+    app, client, actions = signed_in(make_app, **config(service))
+    job_id = job_id_from(actions.submit(PAINTED))
+    assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
+    report = client.get(f"/assessments/{job_id}/report.json").get_json()
+    by_key = {layer["key"]: layer for layer in report["layers"]}
+    collapse, lasting = by_key["house_collapse"], by_key["flood_duration"]
+    # A house-collapse zone is the most severe level, and heads the report.
+    assert (collapse["state"], collapse["worst"], collapse["level"]) == (
+        "zones",
+        "house_collapse_flow",
+        5,
+    )
+    assert collapse["shares"]["house_collapse_flow"] == 1.0
+    assert {s["dataset_id"] for s in collapse["source"]} >= {flow}
+    assert report["level"] == 5 and "house_collapse" in report["worst"]
+    # Flood duration is shown, with the longest class, and never weighed.
+    assert (lasting["state"], lasting["worst"], lasting["level"]) == ("shown", "ge4w", None)
+    assert "flood_duration" not in report["worst"]
+    assert all(c["source"].startswith("unconfirmed") for c in lasting["legend"])
+    assert any(note["date"] for note in collapse["notes"])
+    credit = report["provenance"]["services"][0]
+    assert "家屋倒壊等氾濫想定区域（氾濫流）" in credit["credit_ja"] and flow in credit["datasets"]
+    page = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert 'data-layer="house_collapse" data-state="zones"' in page
+    assert 'data-layer="flood_duration" data-state="shown"' in page
+    assert "4週間以上" in page

@@ -18,6 +18,15 @@ DATASETS = {
     "tsunami_zones": ("tsunami inundation zones", "津波浸水想定"),
     "storm_surge_zones": ("storm surge inundation zones", "高潮浸水想定区域"),
     "inland_flood_zones": ("inland flooding zones", "内水浸水想定区域"),
+    "house_collapse_flow_zones": (
+        "house-collapse zones (flood flow)",
+        "家屋倒壊等氾濫想定区域（氾濫流）",
+    ),
+    "house_collapse_bank_zones": (
+        "house-collapse zones (bank erosion)",
+        "家屋倒壊等氾濫想定区域（河岸侵食）",
+    ),
+    "flood_duration_zones": ("flood duration", "浸水継続時間"),
     "debris_flow_zones": ("debris-flow warning zones", "土石流警戒区域"),
     "steep_slope_zones": ("steep-slope warning zones", "急傾斜地の崩壊警戒区域"),
     "landslide_zones": ("landslide warning zones", "地すべり警戒区域"),

@@ -49,6 +49,15 @@ LEGEND_IMAGES = "https://disaportal.gsi.go.jp/hazardmap/copyright/img/"
 DEPTH_SOURCE = LEGEND_IMAGES + "shinsui_legend3.png"
 # Inland flooding has its own legend image, in the same colours (docs/providers.md).
 INLAND_SOURCE = LEGEND_IMAGES + "naisui_legend.png"
+# House-collapse zones and flood duration: colours as public projects record them (a
+# popup table of the portal's colours in a public gsimaps add-on, layer tables of map
+# apps); no GSI legend image of theirs was found, so no image is named: their source says
+# so (docs/providers.md). `providers-check` is the operator's check.
+UNCONFIRMED_SOURCE = "unconfirmed: as public projects record it (docs/providers.md)"
+COLLAPSE_SOURCE = DURATION_SOURCE = UNCONFIRMED_SOURCE
+# A legend of one colour has no two colours to keep apart: a pixel within this of it (a
+# landslide legend's tolerance) is of its class.
+SINGLE_TOLERANCE = 24
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,37 @@ def _depth(source: str, rows: tuple[tuple[str, str, int, str, str], ...] = DEPTH
     )
 
 
+# Flood duration (浸水継続時間): seven classes, none of which sets a level of its own (0):
+# how long the water stays is a detail of flood, shown beside it, not weighed
+# (docs/providers.md, "The headline").
+DURATION_ROWS = (
+    ("lt12h", "#A0D2FF", "under 12 hours", "12時間未満"),
+    ("12h-1d", "#0041FF", "12 hours to 1 day", "12時間以上1日未満"),
+    ("1d-3d", "#FAF500", "1 to 3 days", "1日以上3日未満"),
+    ("3d-1w", "#FF9900", "3 days to 1 week", "3日以上1週間未満"),
+    ("1w-2w", "#FF2800", "1 to 2 weeks", "1週間以上2週間未満"),
+    ("2w-4w", "#B40068", "2 to 4 weeks", "2週間以上4週間未満"),
+    ("ge4w", "#600060", "4 weeks or more", "4週間以上"),
+)
+
+
+def _duration() -> tuple[ZoneClass, ...]:
+    """Return flood duration's seven classes, longest last, none setting a level."""
+    return tuple(
+        ZoneClass(key, colour, rank, en, ja, 0, DURATION_SOURCE)
+        for rank, (key, colour, en, ja) in enumerate(DURATION_ROWS, start=1)
+    )
+
+
+def _collapse(key: str, en: str, ja: str) -> tuple[ZoneClass, ...]:
+    """Return a house-collapse legend: one class, in the zone, the most severe level (5).
+
+    The portal's text for such a zone is 「早期に立ち退き避難を」: staying upstairs does
+    not help where the water's flow or an eroding bank can bring the house down.
+    """
+    return (ZoneClass(key, "#FF0000", 1, en, ja, 5, COLLAPSE_SOURCE),)
+
+
 # The dark-blue dashed line the legends draw around a planned zone. Its exact colour is
 # not among the recorded samples, so a pixel is read as that border by its hue: clearly
 # blue (blue above red and green by BORDER_BLUE) and dark (BORDER_DARK at most on red).
@@ -144,6 +184,19 @@ LEGENDS: dict[str, tuple[ZoneClass, ...]] = {
     # GSI's catalogue; docs/providers.md); `providers-check` is the operator's check.
     "03_hightide_l2_shinsuishin_data": _depth(DEPTH_SOURCE),
     "02_naisui_pref_data": _depth(INLAND_SOURCE, INLAND_ROWS),
+    # House collapse (家屋倒壊等氾濫想定区域), two datasets of one layer, and flood duration:
+    # paths and colours third parties record (unconfirmed; docs/providers.md).
+    "01_flood_l2_kaokutoukai_hanran_data": _collapse(
+        "house_collapse_flow",
+        "house-collapse zone: flood flow (氾濫流)",
+        "家屋倒壊等氾濫想定区域（氾濫流）",
+    ),
+    "01_flood_l2_kaokutoukai_kagan_data": _collapse(
+        "house_collapse_bank",
+        "house-collapse zone: bank erosion (河岸侵食)",
+        "家屋倒壊等氾濫想定区域（河岸侵食）",
+    ),
+    "01_flood_l2_keizoku_data": _duration(),
     "05_dosekiryukeikaikuiki_data": _warning(
         "debris_flow", "keikai_dosekiryu.png", ("#E6C832", "#A50021", "#EBD35B", "#B7334D")
     ),
@@ -173,6 +226,8 @@ def tolerance(legend: tuple[ZoneClass, ...]) -> int:
     So no colour is ever within tolerance of two classes, whichever two they are.
     """
     colours = [zone.rgb for zone in zones_of(legend)]
+    if len(colours) < 2:
+        return SINGLE_TOLERANCE
     closest = min(int(distance(a, b)) for i, a in enumerate(colours) for b in colours[i + 1 :])
     return (closest - 1) // 2
 

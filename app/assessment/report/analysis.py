@@ -1,9 +1,9 @@
 """From what the layers read to hazard levels, an overall score and a short narrative.
 
-Flood, tsunami, storm surge, inland flooding and landslide read the designated zones of
-the hazard map portal over the place's outline (shares of the area per legend class);
-liquefaction the landform class of the 250 m meshes inside it; seismic J-SHIS's 30-year
-probability of strong shaking there.
+Flood, tsunami, storm surge, inland flooding, house collapse, flood duration and landslide
+read the designated zones of the hazard map portal over the place's outline (shares of the
+area per legend class); liquefaction the landform class of the 250 m meshes inside it;
+seismic J-SHIS's 30-year probability of strong shaking there.
 Each layer's level, 1 (very low) to 5 (very high), follows from those shares by the rules
 below (SIGNIFICANT, DEPTH_LEVEL, the landslide, liquefaction and shaking rules); its index
 is the middle of that level's fifth of 0 to 1. The overall level is the
@@ -48,6 +48,13 @@ OMITTED, READ, NO_DATA = "omitted", "read", "no_data"
 # special warning zone never leaves the headline for a few stray pixels) and the report
 # says it could be worse.
 UNCERTAIN = "uncertain"
+# A zone layer whose classes set no level (flood duration: how long the water stays is a
+# detail of flood): its zones are shown, with the longest class found, and not weighed.
+SHOWN = "shown"
+SHOWN_LABEL = {
+    "en": "Longest: {} (a detail of flood: shown, not weighed)",
+    "ja": "最も長い区分：{}（洪水の詳細として示し、レベルには数えません）",
+}
 STATE_LABELS = {
     NO_ZONE: (
         "No designated zone found (not necessarily safe: the data may not be prepared)",
@@ -66,6 +73,7 @@ STATE_LABELS = {
         "No data on land (water or not classified)",
         "陸域のデータがありません（水域または分類なし）",
     ),
+    SHOWN: ("Shown, not weighed (a detail of flood)", "洪水の詳細として示し、レベルには数えません"),
 }
 AT_LEAST = {
     "en": " (at least: colours not in the legend could be a worse class)",
@@ -98,7 +106,7 @@ def _zone_row(answer: Mapping[str, Any], legend: Sequence[Any]) -> dict[str, Any
     counts = answer["counts"]
     total = sum(counts.values()) or 1
     shares = {key: round(count / total, 6) for key, count in counts.items()}
-    present = [z for z in legend if z.level and counts.get(z.key, 0) >= NOISE_PIXELS]
+    present = [z for z in legend if not z.border and counts.get(z.key, 0) >= NOISE_PIXELS]
     stray = dict(answer.get("stray") or {})
     if sum(stray.values()) < NOISE_PIXELS:
         stray = {}
@@ -119,9 +127,9 @@ def _zones_result(
         shares["none"] = round(max(0.0, 1 - painted), 6)
         shares["other"] = round(sum(row["shares"].get("other", 0.0) for _, _, row in rows), 6)
     worst = max(present, key=lambda zone: (zone.level, zone.rank), default=None)
-    level = worst.level if worst else None
+    level = (worst.level or None) if worst else None
     stray = {dataset: row["stray"] for dataset, _, row in rows if row.get("stray")}
-    state = ZONES if worst else UNCERTAIN if stray else NO_ZONE
+    state = (ZONES if level else SHOWN) if worst else UNCERTAIN if stray else NO_ZONE
     return {
         "state": state,
         "index": index_of(level) if level else None,
@@ -229,6 +237,19 @@ LAYERS: tuple[Layer, ...] = (
     # level rule as flood, and weigh as flood does (docs/providers.md, "The headline").
     Layer("storm_surge", "Storm surge", "高潮", ("storm_surge_zones",), _zones, 0.25),
     Layer("inland_flood", "Inland flooding", "内水氾濫", ("inland_flood_zones",), _zones, 0.25),
+    # House collapse: two datasets (the flow of flood water, an eroding bank), one question a
+    # buyer asks (can the house itself be brought down?) and one answer (leave early); a
+    # zone is level 5 and weighs as flood does. Flood duration is a detail of flood: its
+    # classes set no level, so it is shown and never weighed (docs/providers.md).
+    Layer(
+        "house_collapse",
+        "House-collapse zone",
+        "家屋倒壊等氾濫想定区域",
+        ("house_collapse_flow_zones", "house_collapse_bank_zones"),
+        _zones,
+        0.25,
+    ),
+    Layer("flood_duration", "Flood duration", "浸水継続時間", ("flood_duration_zones",), _zones, 0),
     Layer("liquefaction", "Liquefaction", "液状化", ("ground",), _liquefaction, 0.15),
     Layer(
         "landslide",
@@ -384,6 +405,9 @@ def describe(
         state = state_of(row)
         level = level_of(row["index"]) if state in (ZONES, READ) else None
         label = LABELS[lang][level - 1] if level else STATE_LABELS[state][lang == "ja"]
+        if state == SHOWN:
+            names = {c["key"]: c[lang] for c in row.get("legend", ())}
+            label = SHOWN_LABEL[lang].format(names.get(row.get("worst"), row.get("worst")))
         if level and level < 5 and row.get("stray"):  # a known level, the least it can be
             label += AT_LEAST[lang]
         layers.append(
@@ -441,8 +465,8 @@ def describe(
         "least": list(head.least),
         **({"circle": circle} if circle else {}),
         "narrative": text + no_zone_sentence(lang, layers) + uncertain_sentence(lang, layers),
-        # Whether any zone layer (flood, tsunami, storm surge, inland flooding, landslide)
-        # found a designated zone.
+        # Whether any zone layer (flood, tsunami, storm surge, inland flooding, house
+        # collapse, landslide) found a designated zone; flood duration is a detail of flood.
         "zones_found": any(
             row["level"] or row["state"] == UNCERTAIN for row in layers if row["key"] in ZONE_LAYERS
         ),
@@ -455,7 +479,8 @@ def chome_only(area: Area) -> bool:
 
 
 WEIGHTS = {layer.key: layer.weight for layer in LAYERS}
-ZONE_LAYERS = ("flood", "tsunami", "storm_surge", "inland_flood", "landslide")
+ZONE_LAYERS = ("flood", "tsunami", "storm_surge", "inland_flood", "house_collapse", "landslide")
+DETAIL_LAYERS = ("flood_duration",)  # zones shown, never weighed: their classes set no level
 
 
 def state_of(row: Mapping[str, Any]) -> str:
@@ -464,6 +489,8 @@ def state_of(row: Mapping[str, Any]) -> str:
         return str(row["state"])
     if row.get("omitted"):
         return OMITTED
+    if row["key"] in DETAIL_LAYERS:
+        return SHOWN if row.get("worst") else NO_ZONE
     if row["key"] not in ZONE_LAYERS:
         return READ
     # Before states, a zone layer with no zone found was stored at level 1 with no worst

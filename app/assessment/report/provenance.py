@@ -38,13 +38,25 @@ COVERAGE_NAMES = {
     "tsunami": ("津波", "tsunami"),
     "storm_surge": ("高潮", "storm surge"),
     "inland_flood": ("内水", "inland flooding"),
+    "house_collapse": ("家屋倒壊等氾濫想定区域", "house-collapse zones"),
+    "flood_duration": ("浸水継続時間", "flood duration"),
 }
-# The depth datasets the portal's credit names, in the report's order.
+# The flood-type datasets the portal's credit names (depths, house collapse, duration), in the
+# report's order.
 DEPTH_NAMES = {
     "flood_zones": ("洪水浸水想定区域（想定最大規模）", "flood (planned maximum)"),
     "tsunami_zones": ("津波浸水想定", "tsunami"),
     "storm_surge_zones": ("高潮浸水想定区域", "storm surge"),
     "inland_flood_zones": ("内水（雨水出水）浸水想定区域", "inland flooding"),
+    "house_collapse_flow_zones": (
+        "家屋倒壊等氾濫想定区域（氾濫流）",
+        "house collapse (flood flow)",
+    ),
+    "house_collapse_bank_zones": (
+        "家屋倒壊等氾濫想定区域（河岸侵食）",
+        "house collapse (bank erosion)",
+    ),
+    "flood_duration_zones": ("浸水継続時間（想定最大規模）", "flood duration (planned maximum)"),
 }
 
 

@@ -50,6 +50,9 @@ ZONE_DATASETS = {
     # (docs/providers.md): `providers-check` asks each for a sample tile.
     "storm_surge_zones": "03_hightide_l2_shinsuishin_data",
     "inland_flood_zones": "02_naisui_pref_data",
+    "house_collapse_flow_zones": "01_flood_l2_kaokutoukai_hanran_data",
+    "house_collapse_bank_zones": "01_flood_l2_kaokutoukai_kagan_data",
+    "flood_duration_zones": "01_flood_l2_keizoku_data",
     "debris_flow_zones": "05_dosekiryukeikaikuiki_data",
     "steep_slope_zones": "05_kyukeishakeikaikuiki_data",
     "landslide_zones": "05_jisuberikeikaikuiki_data",
@@ -73,6 +76,9 @@ NAMES_JA = {
     "tsunami_zones": "津波浸水想定",
     "storm_surge_zones": "高潮浸水想定区域",
     "inland_flood_zones": "内水（雨水出水）浸水想定区域",
+    "house_collapse_flow_zones": "家屋倒壊等氾濫想定区域（氾濫流）",
+    "house_collapse_bank_zones": "家屋倒壊等氾濫想定区域（河岸侵食）",
+    "flood_duration_zones": "浸水継続時間（想定最大規模）",
     "debris_flow_zones": "土砂災害警戒区域（土石流）",
     "steep_slope_zones": "土砂災害警戒区域（急傾斜地の崩壊）",
     "landslide_zones": "土砂災害警戒区域（地すべり）",
@@ -82,6 +88,9 @@ NAMES_EN = {
     "tsunami_zones": "tsunami inundation zones",
     "storm_surge_zones": "storm surge inundation zones",
     "inland_flood_zones": "inland (stormwater) flooding zones",
+    "house_collapse_flow_zones": "house-collapse zones (flood flow)",
+    "house_collapse_bank_zones": "house-collapse zones (bank erosion)",
+    "flood_duration_zones": "flood duration (planned maximum)",
     "debris_flow_zones": "sediment disaster warning zones (debris flow)",
     "steep_slope_zones": "sediment disaster warning zones (steep slope failure)",
     "landslide_zones": "sediment disaster warning zones (landslide)",
@@ -195,18 +204,31 @@ class PortalProvider:
 # Read from paths public projects recorded, not yet confirmed against GSI's catalogue:
 # providers-check asks them, but their sample alone does not make the start probe serve
 # the demo for every layer (the operator's check confirms or corrects them).
-UNCONFIRMED = frozenset({"storm_surge_zones", "inland_flood_zones"})
+UNCONFIRMED = frozenset(
+    {
+        "storm_surge_zones",
+        "inland_flood_zones",
+        "house_collapse_flow_zones",
+        "house_collapse_bank_zones",
+        "flood_duration_zones",
+    }
+)
 # Per dataset, a tile known to be painted (fetched in 2026-10, docs/providers.md): Tokyo's
 # flood depths, Sendai's tsunami depths, and Tokyo's three landslide layers (13, z8).
 # Storm surge and inland flooding: tiles chosen, not fetched (no live access when they were
 # added): Tokyo's eastern lowlands behind the bay, and Osaka's centre (27), whose inland
 # maps public projects read; the first `providers-check` on a connected machine confirms or
-# replaces them.
+# replaces them. House collapse and flood duration: a z17 tile by the Ōta river in Hiroshima
+# whose flood-flow and duration tiles a public project keeps as test fixtures (their digests
+# recorded, not fetched here); bank erosion asked at the same tile, chosen, not known painted.
 SAMPLE_TILES = {
     "flood_zones": "12/3638/1612",
     "tsunami_zones": "12/3651/1577",
     "storm_surge_zones": "12/3639/1613",
     "inland_flood_zones": "27/12/3589/1626",
+    "house_collapse_flow_zones": "17/113769/52153",
+    "house_collapse_bank_zones": "17/113769/52153",
+    "flood_duration_zones": "17/113769/52153",
     "debris_flow_zones": "13/8/226/102",
     "steep_slope_zones": "13/8/226/102",
     "landslide_zones": "13/8/226/102",
@@ -265,6 +287,9 @@ DEMO_COVER = {
     "tsunami_zones": 0.5,  # of the land near the sea
     "storm_surge_zones": 0.4,  # of the land near the sea
     "inland_flood_zones": 0.25,
+    "house_collapse_flow_zones": 0.08,  # of its field, inside the demo's flood zones
+    "house_collapse_bank_zones": 0.04,
+    "flood_duration_zones": 0.6,  # of its field, inside the demo's flood zones
     "debris_flow_zones": 0.06,
     "steep_slope_zones": 0.08,
     "landslide_zones": 0.03,
@@ -291,6 +316,11 @@ DEMO_COAST_M = 2000.0  # the demo's tsunami and storm surge zones: land this clo
 # (rain the drains cannot take) is painted no deeper than 0.5-3 m, as such maps mostly are.
 DEMO_DEEPEST = {"inland_flood_zones": "0.5-3"}
 SEA_DATASETS = frozenset({"tsunami_zones", "storm_surge_zones"})
+# Constructed, as every demo zone is: house-collapse zones and flood durations are painted
+# only where the demo paints a flood zone, since both are details of a river's flooding.
+WITHIN_FLOOD = frozenset(
+    {"house_collapse_flow_zones", "house_collapse_bank_zones", "flood_duration_zones"}
+)
 
 
 @lru_cache(maxsize=PAINTED_TILES // 2)
@@ -322,7 +352,8 @@ def paint(dataset: str, key: str) -> bytes | None:
 
     Tsunami and storm surge zones are painted only on land near the sea (near_the_sea,
     kept per tile: both ask it), so a demo report never puts them far inland; inland
-    flooding stops at its DEMO_DEEPEST class. The tile is a palette PNG, as the portal's are:
+    flooding stops at its DEMO_DEEPEST class; house-collapse zones and flood durations lie
+    inside the demo's flood zones (WITHIN_FLOOD). The tile is a palette PNG, as the portal's are:
     index 0 transparent, then the legend's colours.
     """
     import shapely
@@ -340,6 +371,9 @@ def paint(dataset: str, key: str) -> bytes | None:
         if coast.is_empty:
             return None
         coarse = np.where(shapely.contains_xy(coast, lon, lat), coarse, 0.0)
+    if dataset in WITHIN_FLOOD:
+        flooded = demo_field("flood_zones", lon, lat) >= 1.0 - DEMO_COVER["flood_zones"]
+        coarse = np.where(flooded, coarse, 0.0)
     field = np.repeat(np.repeat(coarse, 4, axis=0), 4, axis=1)
     threshold = 1.0 - DEMO_COVER[dataset]
     painted = field >= threshold
