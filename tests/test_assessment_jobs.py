@@ -142,6 +142,8 @@ def test_the_running_fragment_ticks_each_layer_as_it_is_fetched(make_app, upstre
         "Tsunami": True,
         "Storm surge": True,
         "Inland flooding": True,
+        "House-collapse zone": True,
+        "Flood duration": True,
         "Liquefaction": True,
         "Landslide": True,
         "Earthquake shaking": False,
