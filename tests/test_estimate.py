@@ -20,20 +20,26 @@ def seed_finished(sql, user_id, seconds, area=None):
         )  # fmt: skip
 
 
+def running_job_status(client, sql, user_id, step, progress=0, seconds=0, area=None) -> str:
+    """Insert a job running for seconds at progress and step; return its status fragment,
+    with the typical times read afresh."""
+    job_id = sql(
+        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, progress, step,"
+        " started_at, heartbeat_at, area) VALUES (%(u)s, 'x', 'en', 'running', %(p)s, %(s)s,"
+        " now() - make_interval(secs => %(t)s), now(), %(a)s) RETURNING id",
+        u=user_id, p=progress, s=step, t=seconds, a=None if area is None else json.dumps(area),
+    )[0][0]  # fmt: skip
+    estimate.forget()
+    return client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+
+
 def test_the_time_left_is_the_recent_jobs_median_less_the_time_so_far(make_app, sql):
     app, client, actions = signed_in(make_app)
     user_id = sql("SELECT id FROM users")[0][0]
     assert "None yet." in client.get("/").get_data(as_text=True)
     seed_finished(sql, user_id, [28, 30, 32, 300])  # one slow outlier: the median holds
     # Twenty seconds in, 22 % done: the old guess from progress alone said "about 2 min".
-    job_id = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, progress, step,"
-        " started_at, heartbeat_at) VALUES (%(u)s, 'Sapporo', 'en', 'running', 22,"
-        " 'layers:flood', now() - interval '20 s', now()) RETURNING id",
-        u=user_id,
-    )[0][0]
-    estimate.forget()
-    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    html = running_job_status(client, sql, user_id, progress=22, step="layers:flood", seconds=20)
     left = int(re.search(r"about (\d+) s left", html)[1])
     # 31 s typical with 20 s gone says 11; 22 % in 20 s says 71: between the two, the
     # job's own pace counting for most of it already.
@@ -60,14 +66,7 @@ def test_a_point_is_told_the_points_time_not_the_cities(make_app, sql):
     user_id = sql("SELECT id FROM users")[0][0]
     seed_finished(sql, user_id, [40, 42, 44])  # municipalities (no radius)
     seed_finished(sql, user_id, [3, 4, 5], area={"radius_m": 500.0})  # points
-    job_id = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, progress, step,"
-        " started_at, heartbeat_at, area) VALUES (%(u)s, '35.68, 139.76', 'en', 'running', 0,"
-        " 'layers:', now(), now(), '{\"radius_m\": 500.0}') RETURNING id",
-        u=user_id,
-    )[0][0]
-    estimate.forget()
-    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    html = running_job_status(client, sql, user_id, step="layers:", area={"radius_m": 500.0})
     assert int(re.search(r"about (\d+) s left", html)[1]) <= 4, html
     assert 'data-typical="4.0"' in html
     with app.app_context():
@@ -82,14 +81,7 @@ def test_another_work_s_jobs_are_timed_by_the_kinds_that_work_names(make_app, sq
     user_id = sql("SELECT id FROM users")[0][0]
     seed_finished(sql, user_id, [40, 42, 44])
     seed_finished(sql, user_id, [3, 4, 5], area={"radius_m": 500.0})
-    job_id = sql(
-        "INSERT INTO assessment_jobs (user_id, query_text, lang, status, progress, step,"
-        " started_at, heartbeat_at, area) VALUES (%(u)s, 'x', 'en', 'running', 0, 'parts:',"
-        " now(), now(), '{\"radius_m\": 500.0}') RETURNING id",
-        u=user_id,
-    )[0][0]
-    estimate.forget()
-    html = client.get(f"/assessments/{job_id}/status").get_data(as_text=True)
+    html = running_job_status(client, sql, user_id, step="parts:", area={"radius_m": 500.0})
     assert 'data-typical="22.5"' in html
     with app.app_context():
         assert estimate.typical_seconds("job") == estimate.typical_seconds() == 22.5

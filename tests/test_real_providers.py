@@ -320,14 +320,11 @@ def test_a_job_with_real_providers_reads_the_zones_inside_the_outline(
     assert len(service.hits) == before
 
 
-def test_storm_surge_and_inland_flooding_are_read_on_their_paths_to_a_level(
-    make_app, service: Service
-) -> None:
-    # Constructed to the published depth legend (tests/recorded/README.md): storm surge
-    # 3-5 m on its national path, inland flooding 0.5-3 m on Hokkaido's (01) path, each over
-    # exactly the ward's pixels. Before: neither was read.
-    surge, inland = ZONE_DATASETS["storm_surge_zones"], ZONE_DATASETS["inland_flood_zones"]
-    painted = {f"/portal/{surge}/": (0xFF, 0xB7, 0xB7, 255), f"/portal/{inland}/01/": PAINT}
+def painted_report(make_app, service: Service, painted: dict[str, tuple]) -> tuple:
+    """Report PAINTED with each path prefix's tiles painted one colour over the ward's pixels.
+
+    Return the client, the job's id and its report; every other path answers as normal.
+    """
 
     def answer(path: str) -> Answer:
         for prefix, colour in painted.items():
@@ -341,7 +338,18 @@ def test_storm_surge_and_inland_flooding_are_read_on_their_paths_to_a_level(
     app, client, actions = signed_in(make_app, **config(service))
     job_id = job_id_from(actions.submit(PAINTED))
     assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
-    report = client.get(f"/assessments/{job_id}/report.json").get_json()
+    return client, job_id, client.get(f"/assessments/{job_id}/report.json").get_json()
+
+
+def test_storm_surge_and_inland_flooding_are_read_on_their_paths_to_a_level(
+    make_app, service: Service
+) -> None:
+    # Constructed to the published depth legend (tests/recorded/README.md): storm surge
+    # 3-5 m on its national path, inland flooding 0.5-3 m on Hokkaido's (01) path, each over
+    # exactly the ward's pixels. Before: neither was read.
+    surge, inland = ZONE_DATASETS["storm_surge_zones"], ZONE_DATASETS["inland_flood_zones"]
+    painted = {f"/portal/{surge}/": (0xFF, 0xB7, 0xB7, 255), f"/portal/{inland}/01/": PAINT}
+    client, job_id, report = painted_report(make_app, service, painted)
     by_key = {layer["key"]: layer for layer in report["layers"]}
     storm, rain = by_key["storm_surge"], by_key["inland_flood"]
     assert (storm["state"], storm["worst"], storm["level"]) == ("zones", "3-5", 4)
@@ -676,20 +684,7 @@ def test_house_collapse_and_flood_duration_are_read_on_their_national_paths(
         ZONE_DATASETS["flood_duration_zones"],
     )
     painted = {f"/portal/{flow}/": (0xFF, 0, 0, 255), f"/portal/{duration}/": (0x60, 0, 0x60, 255)}
-
-    def answer(path: str) -> Answer:
-        for prefix, colour in painted.items():
-            if path.startswith(prefix) and path not in SAMPLES:
-                body = painted_tile(path.removeprefix(prefix).removesuffix(".png"), colour)
-                if body is not None:
-                    return 200, body, {"Content-Type": "image/png"}
-        return normal(path)
-
-    service.answer = answer
-    app, client, actions = signed_in(make_app, **config(service))
-    job_id = job_id_from(actions.submit(PAINTED))
-    assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
-    report = client.get(f"/assessments/{job_id}/report.json").get_json()
+    client, job_id, report = painted_report(make_app, service, painted)
     by_key = {layer["key"]: layer for layer in report["layers"]}
     collapse, lasting = by_key["house_collapse"], by_key["flood_duration"]
     # A house-collapse zone is the most severe level, and heads the report.
