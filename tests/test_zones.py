@@ -467,10 +467,6 @@ def test_progress_counts_tiles_and_meshes_done_of_those_planned(monkeypatch):
     )
     percents = [percent for _, percent in steps]
     assert percents == sorted(percents)
-    # Between the start (0) and "Analysing" (95): more values than the layers' ends.
+    # Between the start (0) and "Analysing" (95): more values than the five layers' ends.
     during = {percent for step, percent in steps if step.startswith("layers:")} - {0}
     assert len(during) > len(LAYERS)
-    # A layer ticked moves the bar its share at least (one of seven was 5 % on a phone).
-    for step, percent in steps:
-        if step.startswith("layers:") and (ticked := len(list(filter(None, step[7:].split(","))))):
-            assert percent >= 5 + 85 * ticked // len(LAYERS), (step, percent)

@@ -299,15 +299,12 @@ def run_assessment(
             if stop.is_set():
                 raise Stopped()
             # Tiles and meshes done of those planned, written when a layer finishes (one
-            # step per layer, so the page ticks each) or at most every PROGRESS_SECONDS;
-            # never less than the layers ticked: a layer with nothing to read (not
-            # published there) ends at once, and the bar moves with the ticks beside it.
+            # step per layer, so the page ticks each) or at most every PROGRESS_SECONDS.
             percent = 5 + 85 * min(done_keys[0], total_keys) // total_keys
             for future in done:
                 layer = pending.pop(future)
                 fetched[layer.key] = future.result()  # a provider error raises here
-                ticked = 5 + 85 * len(fetched) // total
-                written, written_at = max(written, percent, ticked), time.monotonic()
+                written, written_at = max(written, percent), time.monotonic()
                 progress(layers_step(list(fetched)), written)
             if time.monotonic() - written_at >= PROGRESS_SECONDS and percent > written:
                 written, written_at = percent, time.monotonic()
