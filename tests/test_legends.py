@@ -306,6 +306,26 @@ def test_a_few_stray_colours_make_the_layer_uncertain_never_a_lower_level():
         assert report["zones_found"]  # never "no designated zone was found" beside it
 
 
+def test_an_uncertain_detail_is_never_said_to_hide_a_higher_score():
+    # Flood duration is shown and never weighed: colours not in its legend leave it
+    # uncertain, but cannot make the score higher, so the narrative does not say so.
+    pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
+    pixels[:, 128:132] = (0x00, 0x80, 0x00, 255)
+    alone = flood_row(encode(pixels))[1]
+    scored = [
+        {"key": layer.key, **alone}
+        if layer.key in ("flood", "flood_duration")
+        else {"key": layer.key, "index": 0.3, "numbers": {}}
+        for layer in analysis.LAYERS
+    ]
+    for lang, flood_said, duration_said in (
+        ("en", "The level of flood could", "of flood duration"),
+        ("ja", "洪水は凡例にない色", "浸水継続時間は凡例"),
+    ):
+        narrative = analysis.describe(resolve_place("千代田区"), lang, scored)["narrative"]
+        assert flood_said in narrative and duration_said not in narrative
+
+
 def test_an_anti_aliased_edge_between_two_classes_leaves_the_layer_certain():
     pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
     pixels[:, :128] = (*rgb("#FFB7B7"), 255)

@@ -556,7 +556,12 @@ def no_zone_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
 def uncertain_sentence(lang: str, layers: Sequence[Mapping[str, Any]]) -> str:
     """Name the layers whose level is uncertain: left out of the score, never read lower;
     and those whose known level is the least they can be (stray colours beside it)."""
-    keys = [row["key"] for row in layers if row["state"] == UNCERTAIN]
+    # A detail shown and never weighed (flood duration) cannot raise the score: not said here.
+    keys = [
+        row["key"]
+        for row in layers
+        if row["state"] == UNCERTAIN and row["key"] not in DETAIL_LAYERS
+    ]
     floors = [row["key"] for row in layers if row["state"] == ZONES and row.get("stray")]
     said = ""
     if keys:
