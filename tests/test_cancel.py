@@ -49,8 +49,8 @@ def test_a_running_job_cancelled_stops_and_is_refunded(make_app, sql):
     html = client.get(f"/assessments/{job_id}").get_data(as_text=True)
     assert (attr(html, "data-status"), attr(html, "data-billing")) == ("failed", "refunded")
     assert REFUNDED in html and "Your point was refunded." in html
-    # The thread stops within a heartbeat (0.3 s) and the upstream call under way (2 s),
-    # long before the rest of its 20 s of work.
+    # The thread stops within a heartbeat (0.3 s), long before the rest of its 20 s of work
+    # (the report's own stop inside a fetch: tests/test_offload.py).
     assert app.extensions["runner"].wait(5)
     assert sql("SELECT point_balance FROM users") == [(3,)]
     assert sql("SELECT status, result IS NULL FROM assessment_jobs") == [("failed", True)]

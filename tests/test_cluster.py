@@ -36,9 +36,11 @@ def job_id_of(response: requests.Response) -> str:
 def test_a_job_runs_on_either_executor_with_two_gunicorn_workers(
     live, live_worker, sql, database_url, executor
 ):
-    server = live(JOB_EXECUTOR=executor, WEB_CONCURRENCY="2")
+    # The report itself, not the minimal work: its one run end to end on each executor.
+    report = {"JOB_WORK": "app.assessment.job"}
+    server = live(JOB_EXECUTOR=executor, WEB_CONCURRENCY="2", **report)
     if executor == "procrastinate":
-        live_worker()
+        live_worker(**report)
     user = User(server)
     user.signup("either@example.com")
 
@@ -46,6 +48,7 @@ def test_a_job_runs_on_either_executor_with_two_gunicorn_workers(
 
     status, billing, _ = poll_until_settled(user, job_id)
     assert (status, billing) == ("succeeded", "charged")
+    assert sql("SELECT result ? 'layers' FROM assessment_jobs") == [(True,)]  # a report
     assert sql("SELECT point_balance FROM users") == [(2,)]
     assert ledger_check(database_url).returncode == 0
 
