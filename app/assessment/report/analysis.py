@@ -18,6 +18,7 @@ from typing import Any
 
 from ..place.addresses import street_en
 from ..place.area import Area
+from .actions import todo
 from .headline import Headline, band, headline
 
 LABELS = {
@@ -465,6 +466,8 @@ def describe(
         "least": list(head.least),
         **({"circle": circle} if circle else {}),
         "narrative": text + no_zone_sentence(lang, layers) + uncertain_sentence(lang, layers),
+        # What to do at the spot, by the published rules (actions.py); none with no spot.
+        "todo": todo(layers, lang),
         # Whether any zone layer (flood, tsunami, storm surge, inland flooding, house
         # collapse, landslide) found a designated zone; flood duration is a detail of flood.
         "zones_found": any(
