@@ -458,6 +458,9 @@ def test_the_water_maps_a_broker_shows_are_each_said_never_an_unread_one_as_none
         else:  # each of the three maps as its layer read it
             assert maps == {"flood": state, "inland": state, "storm_surge": state}
         said[state] = re.sub(r"<[^>]+>", "", block)
+        # The same spot on the portal's own map, one click away.
+        portal = "https://disaportal.gsi.go.jp/hazardmap/maps/index.html?ll="
+        assert f'{portal}{SPOT[0]:.6f},{SPOT[1]:.6f}&amp;z=16&amp;base=pale"' in block
     ja = lang == "ja"
     assert ("この地点：0.5〜3m" if ja else "at the spot: 0.5-3 m") in said["zones"]
     assert (
