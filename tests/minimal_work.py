@@ -16,6 +16,7 @@ from flask import current_app
 
 HOSTED = "tests.minimal_work:setup"  # run in the work's process too, where that is on
 PARTS_STEP = "parts:"
+READY = "The job is done."
 
 
 @dataclass(frozen=True)

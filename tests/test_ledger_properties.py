@@ -147,7 +147,7 @@ class Ledger(RuleBasedStateMachine):
     @rule(job=jobs)
     @on_a_job
     def succeed(self, job):
-        transitions.succeed(job, {"layers": []}, self.run_of(job))
+        transitions.succeed(job, {"layers": []}, self.run_of(job), "Done.")
 
     @rule(job=jobs)
     @on_a_job

@@ -209,11 +209,11 @@ def test_a_start_or_success_retried_after_its_commit_landed_is_done_once(make_ap
         # The first start committed but its answer was lost: the retry carries on.
         again = transitions.start(job_id, RUN)
         assert again is not None and again.lang == "en"
-        assert transitions.succeed(job_id, {"ok": 1}, RUN)
-        assert transitions.succeed(job_id, {"ok": 1}, RUN)  # the retry of a landed commit
+        assert transitions.succeed(job_id, {"ok": 1}, RUN, "Done.")
+        assert transitions.succeed(job_id, {"ok": 1}, RUN, "Done.")  # the retry of a landed commit
         # Another run of the same job (its task delivered again) is not the first's retry.
         assert transitions.start(job_id, uuid.uuid4()) is None
-        assert not transitions.succeed(job_id, {"ok": 2}, uuid.uuid4())
+        assert not transitions.succeed(job_id, {"ok": 2}, uuid.uuid4(), "Done.")
     assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
     assert sql("SELECT status, point_balance FROM assessment_jobs, users") == [("succeeded", 2)]
 
@@ -226,7 +226,7 @@ def test_a_reaped_job_does_not_succeed_on_retry(make_app, sql):
     sql("UPDATE assessment_jobs SET status = 'failed'")
     with app.app_context():
         assert transitions.start(job_id, RUN) is None
-        assert not transitions.succeed(job_id, {"ok": 1}, RUN)
+        assert not transitions.succeed(job_id, {"ok": 1}, RUN, "Done.")
 
 
 def test_a_job_whose_lease_ran_out_is_not_revived(make_app, sql):

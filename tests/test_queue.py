@@ -74,7 +74,9 @@ def test_the_task_runs_the_job_through_the_same_transitions(make_app, sql):
 
     procrastinate_executor.run_task(app, str(job_id))
 
-    assert sql("SELECT status, result ? 'layers' FROM assessment_jobs") == [("succeeded", True)]
+    assert sql("SELECT status, result ? 'layers', message FROM assessment_jobs") == [
+        ("succeeded", True, "Your report is ready.")
+    ]
     assert sql("SELECT kind FROM point_ledger WHERE job_id IS NOT NULL") == [("consume",)]
     assert sql("SELECT point_balance FROM users") == [(2,)]
 
@@ -164,7 +166,8 @@ def test_a_task_taken_while_its_worker_stops_goes_back_to_the_queue_uncharged(ma
     sql("UPDATE procrastinate_jobs SET scheduled_at = now()")
     work_the_queue(make_app(**QUEUE))
     assert sql("SELECT status FROM procrastinate_jobs") == [("succeeded",)]
-    assert sql("SELECT status FROM assessment_jobs") == [("succeeded",)]
+    # The message is the work's own: the minimal work's, not the report's.
+    assert sql("SELECT status, message FROM assessment_jobs") == [("succeeded", "The job is done.")]
     assert sql("SELECT job_id = %(j)s FROM point_ledger WHERE kind = 'consume'", j=job_id) == [
         (True,)
     ]

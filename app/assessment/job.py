@@ -24,6 +24,7 @@ from .work import ANALYSING_STEP, LAYERS_STEP, run_assessment
 
 Refundable = ProviderError
 HOSTED = "app.assessment.hosted:setup"
+READY = "Your report is ready."  # the finished job's message (app/web/i18n.py translates it)
 PARTS_STEP = LAYERS_STEP  # "layers:flood,tsunami": the page ticks each layer read
 # A point's report reads a few tiles around it, a municipality's its whole outline: each
 # kind has its own typical time (app/jobs/estimate.py), a point's circle its radius.

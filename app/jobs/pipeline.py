@@ -106,7 +106,9 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
         failpoints.hit("before_success")
         # Retried until it commits or the lease runs out; the conditional UPDATE makes a
         # retry of a commit that landed a no-op, and succeed() reads that as done.
-        if dbretry.retry(lambda: transitions.succeed(job_id, result, run_id), until=lease.end()):
+        if dbretry.retry(
+            lambda: transitions.succeed(job_id, result, run_id, work.READY), until=lease.end()
+        ):
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)

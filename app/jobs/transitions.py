@@ -244,8 +244,10 @@ def done_step(result: dict[str, Any]) -> str:
     return CACHED_STEP if cache.get("misses") == 0 and cache.get("hits") else DONE_STEP
 
 
-def succeed(job_id: uuid.UUID, result: dict[str, Any], run_id: uuid.UUID) -> bool:
-    """Record a job's result; False if it was reaped meanwhile (the result is dropped).
+def succeed(job_id: uuid.UUID, result: dict[str, Any], run_id: uuid.UUID, message: str) -> bool:
+    """Record a job's result and the work's message; False if it was reaped meanwhile.
+
+    A job reaped meanwhile drops its result.
 
     Only the run that started the job sets 'succeeded': a row found so with this run's
     id is this run's earlier attempt, whose commit landed before its connection
@@ -255,11 +257,17 @@ def succeed(job_id: uuid.UUID, result: dict[str, Any], run_id: uuid.UUID) -> boo
         text(
             f"UPDATE assessment_jobs SET status = 'succeeded', finished_at = {FINISHED_NOW},"
             " step = :step, progress = 100, result = CAST(:r AS jsonb),"
-            " message = 'Your report is ready.'"
+            " message = :message"
             " WHERE id = :id AND status = 'running' AND run_id = :run"
             f" RETURNING user_id, {DURATION}"
         ),
-        {"id": job_id, "r": _json(result), "step": done_step(result), "run": run_id},
+        {
+            "id": job_id,
+            "r": _json(result),
+            "step": done_step(result),
+            "run": run_id,
+            "message": message,
+        },  # fmt: skip
     ).first()
     db.session.commit()
     if done is None:

@@ -21,6 +21,8 @@ app/assessment/job.py; tests/minimal_work.py is a second, for the machinery's ow
   (offload.py: ``setup(settings(config))`` returns ``(payload, progress, stop) ->
   result``, ``payload(job_input, lang)`` made in the worker), or None: always in the
   job's thread.
+- ``READY``: what the page of a job that succeeded says ("Your report is ready."; a
+  message the interface translates where it has the words).
 - ``steps(step, status) -> list[(part, done)]``: what the page shows of a job's progress;
   ``PARTS_STEP``: the prefix of a step that names the parts done (the page then counts
   them), or None.
@@ -47,6 +49,7 @@ class Work(Protocol):
     Stopped: type[Exception]
     HOSTED: str | None
     PARTS_STEP: str | None
+    READY: str
     KIND: str
 
     def prepare(
@@ -79,6 +82,7 @@ PARTS = (
     "Stopped",
     "HOSTED",
     "PARTS_STEP",
+    "READY",
     "prepare",
     "run",
     "settings",
