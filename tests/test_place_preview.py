@@ -80,24 +80,35 @@ def test_a_street_typed_in_romaji_is_said_unread_and_asked_about_before_a_point_
     Now read by its town's reading (below); a street no reading fits is said unread."""
     app, client, actions = signed_in(make_app)
     typed = "Sangenchaya 2-chome, Setagaya"  # a common misspelling: no town reads so
-    for lang, said in (
-        ("en", "“Sangenchaya 2-chome” was not read, so the whole municipality"),
-        ("ja", "「Sangenchaya 2-chome」は読み取れなかったため、市区町村全体を評価"),
-    ):
+    for lang, said, meant in (
+        ("en", "“Sangenchaya 2-chome” was not read, so the whole municipality",
+         "Sangenjaya 2-chome (三軒茶屋二丁目), Setagaya-ku, Tokyo</a>?"),
+        ("ja", "「Sangenchaya 2-chome」は読み取れなかったため、市区町村全体を評価",
+         "東京都世田谷区三軒茶屋二丁目</a>？"),
+    ):  # fmt: skip
         preview = client.get(
             f"/assessments/place?query={typed}", headers={"Accept-Language": lang}
         ).get_data(as_text=True)
         assert said in preview and 'data-unread="Sangenchaya 2-chome"' in preview
+        # The 町丁目 whose reading is nearest, a link that fills the form: never chosen for them.
+        near = preview[preview.index("data-near") :]
+        assert meant in near[: near.index("</p>")]
     plain = client.get("/assessments/place?query=Chuo-ku, Sapporo").get_data(as_text=True)
     assert "data-unread" not in plain  # every word read: nothing to say
     answer = actions.submit(typed)
     body = answer.get_data(as_text=True)
     assert answer.status_code == 400 and "“Sangenchaya 2-chome” was not read" in body
-    assert "Setagaya" in body and 'class="notice choices"' in body  # the ward, offered free
+    assert "Choose the 町丁目 whose name is nearest it, or the whole municipality" in body
+    # Both offered free: the nearest 町丁目 and the whole ward.
+    offers = re.findall(r'<li><a class="button secondary" href="[^"]*">([^<]*)</a>', body)
+    assert sorted(o.split(" (")[0] for o in offers) == ["Sangenjaya 2-chome", "Setagaya-ku, Tokyo"]
     assert sql("SELECT count(*) FROM assessment_jobs") == [(0,)]
     assert sql("SELECT point_balance FROM users") == [(3,)]
     chosen = actions.submit("Setagaya-ku, Tokyo")  # what the choice fills the form with
     assert chosen.status_code == 303
+    # A street no town's reading comes near: said unread, and nothing guessed.
+    far = client.get("/assessments/place?query=Zzyzx 2-chome, Setagaya").get_data(as_text=True)
+    assert 'data-unread="Zzyzx 2-chome"' in far and "data-near" not in far
 
 
 def test_a_street_typed_in_romaji_is_read_by_its_town_s_reading(make_app, sql):

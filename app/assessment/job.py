@@ -17,7 +17,7 @@ from ..operations import metrics
 from . import hosted
 from .errors import ProviderError, Stopped, UnreadableTiles
 from .place.area import Area
-from .place.resolver import UNREAD, PlaceAmbiguous, resolve_place, unread
+from .place.resolver import UNREAD, UNREAD_NEAR, PlaceAmbiguous, near, resolve_place, unread
 from .report.analysis import LANGS, LAYERS, Layer, translate
 from .sources.gsi_address import place_address
 from .work import ANALYSING_STEP, LAYERS_STEP, run_assessment
@@ -55,7 +55,10 @@ def prepare(user_id: int, query: str, lang: str, confirmed: bool | str) -> dict[
     if not confirmed and (rest := unread(query)):
         # A street typed in romaji is not read: ask before the whole municipality is paid
         # for, offering it as the one choice (free), the form saying what was not read.
-        raise PlaceAmbiguous(query, [area], parts=[(UNREAD, {"unread": rest})])
+        # The 町丁目 whose reading is nearest what was not read are offered too (near).
+        close = near(query)
+        said = [(UNREAD_NEAR if close else UNREAD, {"unread": rest})]
+        raise PlaceAmbiguous(query, [*close, area], parts=said)
     if area.address and not current_app.extensions["layer_provider"].is_demo:
         url = current_app.config["GSI_ADDRESS_SEARCH_URL"]
         area = place_address(area, url, current_app.extensions["layer_cache"])

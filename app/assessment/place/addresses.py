@@ -169,6 +169,11 @@ def _romaji_words(text: str) -> tuple[str, str]:
     return plain, romaji_key(name)
 
 
+# A misspelt town's reading: the nearest few readings of its municipality's towns by
+# difflib's ratio (sangenchaya against sangenjaya: 0.91), for names of five letters or more.
+CLOSE_TOWNS, CLOSE_CUTOFF, CLOSE_MIN_LETTERS = 3, 0.8, 5
+
+
 @functools.lru_cache(maxsize=STREETS_KEPT)
 def _by_romaji(code5: str) -> dict[str, list[_Entry]]:
     index: dict[str, list[_Entry]] = {}
@@ -178,14 +183,22 @@ def _by_romaji(code5: str) -> dict[str, list[_Entry]]:
     return index
 
 
-def find_romaji(codes: list[str], text: str) -> Found:
+def find_romaji(codes: list[str], text: str, close: bool = False) -> Found:
     """Find the 町丁目 that text in romaji names, by its reading: "Sangenjaya 2-chome",
     "Sangenjaya 2-1-1", "1-9-1 Marunouchi". The first number is the 丁目 (unless "chome"
-    marks another) where the town has 丁目; the numbers left are the 番地, kept as typed."""
+    marks another) where the town has 丁目; the numbers left are the 番地, kept as typed.
+
+    close: the towns whose reading is nearest a misspelt one instead ("Sangenchaya" finds
+    Sangenjaya): candidates to offer, never a place to assess unasked.
+    """
     plain, key = _romaji_words(text)
     marked = _ROMAJI_CHOME.search(plain)
     numbers = re.findall(r"\d+", _ROMAJI_CHOME.sub(" ", plain))
-    entries = [entry for code5 in codes for entry in _by_romaji(code5).get(key, ())]
+    keys = [key]
+    if close and len(key) >= CLOSE_MIN_LETTERS:
+        readings = {k for code5 in codes for k in _by_romaji(code5)}
+        keys = difflib.get_close_matches(key, readings, n=CLOSE_TOWNS, cutoff=CLOSE_CUTOFF)
+    entries = [entry for code5 in codes for k in keys for entry in _by_romaji(code5).get(k, ())]
     if not key or not entries:
         return Found(())
     if not marked and not numbers:  # a town of several 丁目, none typed: each is a choice

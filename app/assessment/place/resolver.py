@@ -326,10 +326,33 @@ def _romaji_place(text: str) -> tuple[Area, str]:
     return area, skipped  # none, or too many to be what was meant: said unread
 
 
+def near(query: str) -> tuple[Area, ...]:
+    """Return the 町丁目 whose reading is nearest the part of a romaji query not read.
+
+    "Sangenchaya 2-chome, Setagaya" reads no town of Setagaya-ku: Sangenjaya 2-chome is
+    offered beside the whole ward, never chosen for the reader.
+    """
+    try:
+        area, skipped = _romaji_place(unicodedata.normalize("NFKC", query).strip())
+    except (PlaceNotFound, PlaceAmbiguous):
+        return ()
+    if not skipped:
+        return ()
+    found = addresses.find_romaji(street_codes(gazetteer(), area), skipped, close=True)
+    return tuple(street_area(street, query, found.rest) for street in found.streets)
+
+
 UNREAD = N_(
     "Only part of what you typed names a place: “%(unread)s” was not read. Choose the whole"
     " municipality below (nothing is charged until you start it), or type the street"
     " address in Japanese."
+)
+
+
+UNREAD_NEAR = N_(
+    "Only part of what you typed names a place: “%(unread)s” was not read. Choose the 町丁目"
+    " whose name is nearest it, or the whole municipality, below (nothing is charged until"
+    " you start it)."
 )
 
 
@@ -403,6 +426,7 @@ class Preview:
     choices: int = 0  # several places match: the submit will offer them, free
     example: Area | None = None  # one of the city's own wards, to show how to name one
     unread: str = ""  # the leading part of the text no place was read from (a street)
+    near: tuple[Area, ...] = ()  # the 町丁目 whose reading is nearest that part (near)
     towns: int = 0  # a 町丁目 name too many municipalities have: how many (add one)
 
 
@@ -423,4 +447,8 @@ def preview(query: str) -> Preview:
     # The example is a ward the city has (Kyoto has no 中央区): its 中央区 if it has one.
     wards.sort(key=lambda ward: (not ward.name_ja.endswith("中央区"), ward.code))
     example = wards[0] if wards else None
-    return Preview(query, area, number, len(wards), example=example, unread=unread(query))
+    rest = unread(query)
+    return Preview(
+        query, area, number, len(wards), example=example, unread=rest,
+        near=near(query) if rest else (),
+    )  # fmt: skip
