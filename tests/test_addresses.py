@@ -12,6 +12,7 @@ import pytest
 
 from app.assessment import PlaceAmbiguous, PlaceNotFound, resolve_place
 from app.assessment.place import addresses
+from app.assessment.place.keys import romaji_key, romanise, romanise_name
 from app.assessment.place.resolver import query_for
 from app.assessment.sources.gsi_address import _names_banchi, place_address
 from tests.conftest import job_id_from, serve_http, signed_in, wait_for
@@ -210,8 +211,26 @@ def test_a_street_in_romaji_without_its_chome_offers_each_and_english_names_them
         f"東京都千代田区丸の内{n}丁目" for n in "一三二"
     ]
     with app.test_request_context(headers={"Accept-Language": "en"}):
-        # Romaji from Japan Post's reading, long vowels folded as municipalities' are.
-        assert place_label(choices[0]) == "Marunochi 1-chome (丸の内一丁目), Chiyoda-ku, Tokyo"
+        # Romaji from Japan Post's reading, long vowels folded as municipalities' are, but
+        # not across a word: 丸の内 is まる・の・うち.
+        assert place_label(choices[0]) == "Marunouchi 1-chome (丸の内一丁目), Chiyoda-ku, Tokyo"
+
+
+@pytest.mark.parametrize(
+    ("kana", "name", "romaji"),
+    [
+        ("まるのうち", "丸の内一丁目", "marunouchi"),  # の + 内: a word, no long vowel
+        ("いのうえ", "大字井上", "inoue"),
+        ("おおうら", "大浦", "oura"),
+        ("ほりのうち", "堀之内", "horinouchi"),
+        ("おおてまち", "大手町一丁目", "otemachi"),  # long vowels still folded
+        ("とうきょう", "東京", "tokyo"),
+        ("かみこうとうえん", "上甲東園三丁目", "kamikotoen"),  # 上 first: かみ, not うえ
+    ],
+)
+def test_a_town_s_english_keeps_a_word_that_starts_with_u(kana, name, romaji) -> None:
+    assert romanise_name(kana, name) == romaji
+    assert romaji_key(romaji) == romaji_key(romanise(kana))  # typed either way, found alike
 
 
 def test_sapporo_s_jo_in_romaji_is_said_unread_not_read_wrong() -> None:

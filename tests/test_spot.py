@@ -210,7 +210,7 @@ def test_an_address_placed_at_its_chome_is_headed_by_its_circle(app, query, by_s
         whose = "町丁目の代表点" if lang == "ja" else "representative point of the 町丁目"
         assert whose in described["narrative"] and whose in html
         # The English reader gets the 町丁目 in romaji and no kana reading of the ward.
-        assert ("Marunochi 1-chome (丸の内一丁目)" in html) is (lang == "en")
+        assert ("Marunouchi 1-chome (丸の内一丁目)" in html) is (lang == "en")
         assert (f'<dd lang="ja">{area.name_kana}</dd>' in html) is (lang == "ja")
         assert ">この地点<" not in html and ">At the spot<" not in html
         assert "この地点：" not in html and "At the spot: " not in html

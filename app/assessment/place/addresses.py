@@ -30,7 +30,7 @@ from typing import Any
 
 from kanjize import kanji2number
 
-from .keys import hiragana, romaji_key, romanise
+from .keys import hiragana, romaji_key, romanise, romanise_name
 
 # A 町丁目's circle: at least the point report's 500 m, at most what the area's tiles hold
 # (a one-tile box around the point, area.tiles_around: about ±4.9 km at z12).
@@ -97,7 +97,7 @@ class Street:
         if not romanisable(self.reading):
             return ""
         chome = base_of(self.name)[1]
-        name = romanise(self.reading).capitalize()
+        name = romanise_name(self.reading, self.name).capitalize()
         return f"{name} {chome}-chome" if chome else name
 
 
@@ -216,8 +216,9 @@ def romaji_of(code5: str, name: str) -> str:
     if found := next((e.street.romaji for e in streets(code5) if e.street.name == name), ""):
         return found
     base = base_of(name)[0]
-    towns = (e.street.reading for e in streets(code5) if e.chome is not None and e.base == base)
-    return next((romanise(r).capitalize() for r in towns if romanisable(r)), "")
+    towns = (e.street for e in streets(code5) if e.chome is not None and e.base == base)
+    named = (romanise_name(s.reading, s.name) for s in towns if romanisable(s.reading))
+    return next((romaji.capitalize() for romaji in named), "")
 
 
 def street_en(code5: str, name: str) -> str:
