@@ -202,6 +202,11 @@ def test_an_address_report_and_the_history_fit_a_phone(browser, live):
     title = page.locator("#report-title").inner_text()
     assert "東京都千代田区丸の内一丁目付近（半径550m）" in title
     assert "町丁目の代表点に配置しました" in page.locator(".report-placement").inner_text()
+    # What to do there, said for the town's point, not the address's, each step on the screen.
+    todo = page.locator("[data-todo]")
+    assert "町丁目の代表点でとるべき行動" in todo.locator("h3").inner_text()
+    assert todo.locator("[data-rule]").count() >= 2
+    assert todo.evaluate("el => el.scrollWidth <= el.clientWidth")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     check_a11y(page)
     page.goto(server.url + "/assessments")
@@ -242,7 +247,18 @@ def test_places_as_newcomers_type_them_are_named_before_a_point_is_spent(browser
             "said => document.querySelector('#place-preview').innerText.includes(said)", arg=said
         )
         assert not page.locator("#place-preview [data-unread]").count(), typed
+    # A misspelt street: said unread, the nearest 町丁目 offered; a click fills the form.
+    page.locator("#query").fill("Sangenchaya 2-chome, Setagaya")
+    near = page.locator("#place-preview [data-near] a")
+    near.wait_for()
+    assert ("Sangenjaya 2-chome" if lang == "en" else "三軒茶屋二丁目") in near.inner_text()
+    assert page.locator("#place-preview [data-unread]").count() == 1
     check_a11y(page)
+    near.click()
+    page.wait_for_function(
+        "() => (document.querySelector('#place-preview strong') || {}).innerText"
+        "?.includes('三軒茶屋二丁目')"
+    )
     # A 町丁目 alone offers it where it is, free; a choice fills the form with it.
     page.locator("#query").fill("三軒茶屋")
     page.locator("button.button[type=submit]").click()
