@@ -15,7 +15,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import escape
 
 from app.assessment import ProviderError, make_provider, resolve_place, run_assessment
+from app.assessment import work as work_module
 from app.assessment.report.analysis import LAYERS, level_of
+from app.assessment.sources import coverage
 from app.assessment.sources.providers import DATASETS, DemoProvider
 from app.assessment.work import TILE_FETCHERS, keys_for
 from app.caches.singleflight import SingleFlightCache
@@ -241,6 +243,84 @@ def test_a_progress_that_raises_first_fetches_nothing(sapporo) -> None:
             sapporo, "en", provider=provider, cache=SingleFlightCache(), progress=progress
         )
     assert not provider.calls
+
+
+FLOOD, COLLAPSE = (layer for layer in LAYERS if layer.key in ("flood", "house_collapse"))
+# Flood reads four tiles; house collapse two of its flow zones, then two of its bank zones.
+PLANNED = {"flood_zones": 4, "house_collapse_flow_zones": 2, "house_collapse_bank_zones": 2}
+
+
+@pytest.mark.parametrize(
+    ("tiles_done", "finished", "bar"),
+    [
+        ((0, 0, 0), set(), 5),  # nothing read yet
+        ((2, 0, 0), set(), 5 + int(85 * (2 / 4 + 0) / 2)),  # flood half-way: a quarter
+        ((2, 0, 0), {"tsunami"}, 5 + int(85 * (2 / 4 + 0) / 2)),  # not read here: no share
+        ((4, 2, 0), {"flood"}, 5 + int(85 * (1 + 2 / 4) / 2)),  # ticked: a whole share
+        ((4, 2, 2), {"flood", "house_collapse"}, 90),  # every layer read: then 95 analysing
+    ],
+)
+def test_the_bar_is_the_mean_of_each_read_layer_s_own_share(tiles_done, finished, bar):
+    done = dict(zip(PLANNED, tiles_done, strict=True))
+    assert work_module.progress_of([FLOOD, COLLAPSE], PLANNED, done, finished) == bar
+
+
+def test_a_layer_read_with_no_tile_planned_is_not_counted():
+    planned = {**PLANNED, "house_collapse_flow_zones": 0, "house_collapse_bank_zones": 0}
+    done = dict.fromkeys(PLANNED, 0) | {"flood_zones": 2}
+    assert work_module.progress_of([FLOOD, COLLAPSE], planned, done, set()) == 5 + int(85 / 2)
+
+
+def layers_ticked(step: str) -> set[str]:
+    return set(step.removeprefix("layers:").split(",")) - {""}
+
+
+def test_the_bar_is_the_mean_share_of_the_layers_read_not_of_those_ticked(monkeypatch) -> None:
+    # Tokyo publishes no tsunami zones outside its islands: that layer ticks at once. House
+    # collapse reads its flow zones, then is held before its first bank tile: half-way.
+    # The bar was 5 % beside such ticks (#47); a floor of the ticks was 23 % before any tile.
+    monkeypatch.setattr(work_module, "PROGRESS_SECONDS", 0.0)  # write every change
+    monkeypatch.setattr(work_module, "STOP_CHECK_SECONDS", 0.02)
+    chiyoda = resolve_place("千代田区")
+    read = [layer for layer in LAYERS if not coverage.unread(layer.key, chiyoda)[0]]
+    assert [layer.key for layer in LAYERS if layer not in read] == ["tsunami"]
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_bank(dataset: str, key: str) -> None:
+        if dataset == "house_collapse_bank_zones":
+            held.set()
+            assert release.wait(3 * TIMEOUT)  # past the test's own waits
+
+    steps: list[tuple[str, int]] = []
+    outcome: list[Any] = []
+
+    def job() -> None:
+        provider = CountingProvider(hold_the_bank)
+        record = lambda step, pct: steps.append((step, pct))  # noqa: E731
+        outcome.append(
+            run_assessment(
+                chiyoda, "en", provider=provider, cache=SingleFlightCache(), progress=record
+            )
+        )
+
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    try:
+        others = {layer.key for layer in LAYERS} - {"house_collapse"}
+        wait_until(lambda: held.is_set() and steps and layers_ticked(steps[-1][0]) == others)
+        # Seven of the eight layers read whole and one half-way: 5 + 85 x 7.5 / 8. Tsunami,
+        # ticked, is neither counted as read whole (85 %) nor as nothing read (75 %).
+        expected = 5 + int(85 * 7.5 / 8)
+        deadline = time.monotonic() + TIMEOUT
+        while steps[-1][1] < expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert steps[-1][1] == expected, steps[-3:]
+    finally:
+        release.set()
+        thread.join(TIMEOUT)
+    assert outcome and steps[-1] == ("Report ready", 100)
+    percents = [pct for _, pct in steps]
+    assert percents == sorted(percents)
 
 
 def test_a_provider_error_propagates_and_is_not_cached(sapporo) -> None:

@@ -3,8 +3,9 @@
 A zone dataset's tiles are decoded and counted over the area's outline as they arrive
 (zones.py, tiles.py), in the pixel pool (pixels.py), away from the worker's GIL: only the
 counts and a coarse map are kept, never the tiles, so a job's memory does not grow with
-its tiles. Progress is the share of planned tiles and
-meshes fetched, written through the job's usual progress (at most every PROGRESS_SECONDS).
+its tiles. Progress is the mean, over the layers read for the place, of each layer's own
+tiles and meshes fetched of those it planned (progress_of), written through the job's usual
+progress (at most every PROGRESS_SECONDS, and once as each layer ends).
 """
 
 import threading
@@ -62,6 +63,27 @@ def compose(pngs: Any = None, box: Any = None, zoom: int = 0, **said: Any) -> di
 def layers_step(keys: list[str]) -> str:
     """Return the step that says which layers are fetched, in the order they finished."""
     return LAYERS_STEP + ",".join(keys)
+
+
+def progress_of(
+    read: list[Layer], planned: dict[str, int], done: dict[str, int], finished: set[str]
+) -> int:
+    """Return the bar while layers are fetched: 5 to 90, the read layers' mean share done.
+
+    Each layer read for the place counts its own tiles and meshes done of those it planned
+    (a finished layer all of them), so a layer ticked on the page has moved the bar by
+    exactly its share. A layer with nothing to read here (not published for the place,
+    its terms forbid it, or no key in its plan) is not counted: it ticks at once, and
+    neither moves the bar nor holds it back. Each share only grows: so does the bar.
+    """
+    shares = []
+    for layer in read:
+        wanted = sum(planned[ds] for ds in layer.datasets)
+        if not wanted:
+            continue
+        got = sum(min(done[ds], planned[ds]) for ds in layer.datasets)
+        shares.append(1.0 if layer.key in finished else got / wanted)
+    return 5 + int(85 * sum(shares) / len(shares)) if shares else 5
 
 
 def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
@@ -137,16 +159,16 @@ def run_assessment(
     read = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
     datasets = [ds for layer in read for ds in layer.datasets]
     planned = {ds: len(keys_for(area, ds, provider)) for ds in dict.fromkeys(datasets)}
-    done_keys = [0]
+    done_keys = dict.fromkeys(planned, 0)  # per dataset: each layer's bar is its own
     done_lock = threading.Lock()
     # A point's report also says what lies at the spot itself (report/spot.py).
     here = (area.lat, area.lon) if getattr(area, "radius_m", 0) else None
     spots: dict[str, tuple[tuple[tiles.ZoneClass, ...], int, locate.Nearest]] = {}
     rasters: dict[str, maps.ZoneRaster] = {}
 
-    def tick() -> None:
+    def tick(dataset: str) -> None:
         with done_lock:
-            done_keys[0] += 1
+            done_keys[dataset] += 1
 
     def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
         legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
@@ -212,7 +234,7 @@ def run_assessment(
                     raster.add(tile, small)
                     locate.merge_nearest(near, found)
                     for _ in by_tile[tiles.tile_key(tile)]:
-                        tick()
+                        tick(dataset)
         finally:
             fetchers.shutdown(wait=False, cancel_futures=True)
         if reading.unreadable():
@@ -244,7 +266,7 @@ def run_assessment(
         answers = []
         for key in keys:
             answer = fetch(dataset, key)
-            tick()
+            tick(dataset)
             answers.append(
                 {"key": key, "no_data": True} if answer is None else {**answer, "key": key}
             )
@@ -283,8 +305,12 @@ def run_assessment(
             # The zones stand without it: the map says the base map could not be read.
             return {"base": None, "base_reason": "unavailable"}
 
+    def percent() -> int:
+        with done_lock:
+            done = dict(done_keys)
+        return progress_of(read, planned, done, finished=set(fetched))
+
     total = len(LAYERS)
-    total_keys = max(1, sum(planned[ds] for ds in datasets))
     progress(layers_step([]), 0)
     fetched: dict[str, Fetched] = {}
     pool = ThreadPoolExecutor(max_workers=total + 1, thread_name_prefix="assessment-layer")
@@ -298,16 +324,15 @@ def run_assessment(
             done, _ = wait(pending, timeout=STOP_CHECK_SECONDS, return_when=FIRST_COMPLETED)
             if stop.is_set():
                 raise Stopped()
-            # Tiles and meshes done of those planned, written when a layer finishes (one
-            # step per layer, so the page ticks each) or at most every PROGRESS_SECONDS.
-            percent = 5 + 85 * min(done_keys[0], total_keys) // total_keys
+            # Written when a layer finishes (one step per layer, so the page ticks each,
+            # the bar by that layer's whole share) or at most every PROGRESS_SECONDS.
             for future in done:
                 layer = pending.pop(future)
                 fetched[layer.key] = future.result()  # a provider error raises here
-                written, written_at = max(written, percent), time.monotonic()
+                written, written_at = max(written, percent()), time.monotonic()
                 progress(layers_step(list(fetched)), written)
-            if time.monotonic() - written_at >= PROGRESS_SECONDS and percent > written:
-                written, written_at = percent, time.monotonic()
+            if time.monotonic() - written_at >= PROGRESS_SECONDS and (now := percent()) > written:
+                written, written_at = now, time.monotonic()
                 progress(layers_step(list(fetched)), written)
     except BaseException:
         # The others stop at their next call, or at once if they are waiting on one.
