@@ -4,6 +4,8 @@ import re
 import time
 from datetime import timedelta
 
+import pytest
+
 from app.assessment import resolve_place
 from app.assessment.report.analysis import LAYERS
 from app.assessment.sources import coverage
@@ -158,27 +160,32 @@ def test_the_running_fragment_ticks_each_layer_as_it_is_fetched(make_app, upstre
     assert "Finished in" in html and "from a recent report" not in html
 
 
-def test_the_bar_never_goes_back_and_moves_by_each_read_layer_s_share(make_app):
+@pytest.mark.parametrize("work_process", ["off", "on"])
+def test_the_bar_never_goes_back_and_moves_by_each_read_layer_s_share(make_app, work_process):
     # 長野市 is inland: tsunami and storm surge are not published there and tick at once,
     # counted in no share; each of the seven layers read is a seventh of the bar's way.
+    # The same in the job's thread and in the work's process.
     nagano = resolve_place("長野市")
     read = {layer.name_en for layer in LAYERS if not coverage.unread(layer.key, nagano)[0]}
     assert len(read) == len(LAYERS) - 2
-    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=2)
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=2, WORK_PROCESS=work_process)
+    assert (app.extensions.get("work_host") is not None) == (work_process == "on")
     job_id = job_id_from(actions.submit("長野市"))
     seen = []
 
     def record(html):
         if attr(html, "data-status") == "running":
             ticked = {name for name, done in ticks(html).items() if done}
-            seen.append((len(ticked & read), int(attr(html, "value"))))
+            step = html.split('class="step">', 1)[1].split("<", 1)[0]
+            seen.append((len(ticked & read), int(attr(html, "value")), step))
         return settled(html)
 
     html = poll_until(client, job_id, record)
     assert attr(html, "data-status") == "succeeded"
-    bars = [bar for _, bar in seen]
-    assert bars == sorted(bars) and bars[-1] < 100, seen
-    assert all(bar >= 5 + 85 * n // len(read) for n, bar in seen), seen
+    bars = [bar for _, bar, _ in seen]
+    assert bars == sorted(bars), seen
+    assert all(bar < 100 or step == "Report ready" for _, bar, step in seen), seen
+    assert all(bar >= 5 + 85 * n // len(read) for n, bar, _ in seen if n), seen
     assert len(set(seen)) > 2, seen  # the polls saw the bar on its way
 
 
