@@ -253,10 +253,10 @@ PLANNED = {"flood_zones": 4, "house_collapse_flow_zones": 2, "house_collapse_ban
 @pytest.mark.parametrize(
     ("tiles_done", "finished", "bar"),
     [
-        ((0, 0, 0), set(), 5),  # nothing read yet
-        ((2, 0, 0), set(), 5 + int(85 * (2 / 4 + 0) / 2)),  # flood half-way: a quarter
-        ((2, 0, 0), {"tsunami"}, 5 + int(85 * (2 / 4 + 0) / 2)),  # not read here: no share
-        ((4, 2, 0), {"flood"}, 5 + int(85 * (1 + 2 / 4) / 2)),  # ticked: a whole share
+        ((0, 0, 0), set(), 0),  # nothing read yet: no token start (the time left reads it)
+        ((2, 0, 0), set(), int(90 * (2 / 4 + 0) / 2)),  # flood half-way: a quarter
+        ((2, 0, 0), {"tsunami"}, int(90 * (2 / 4 + 0) / 2)),  # not read here: no share
+        ((4, 2, 0), {"flood"}, int(90 * (1 + 2 / 4) / 2)),  # ticked: a whole share
         ((4, 2, 2), {"flood", "house_collapse"}, 90),  # every layer read: then 95 analysing
     ],
 )
@@ -268,7 +268,7 @@ def test_the_bar_is_the_mean_of_each_read_layer_s_own_share(tiles_done, finished
 def test_a_layer_read_with_no_tile_planned_is_not_counted():
     planned = {**PLANNED, "house_collapse_flow_zones": 0, "house_collapse_bank_zones": 0}
     done = dict.fromkeys(PLANNED, 0) | {"flood_zones": 2}
-    assert work_module.progress_of([FLOOD, COLLAPSE], planned, done, set()) == 5 + int(85 / 2)
+    assert work_module.progress_of([FLOOD, COLLAPSE], planned, done, set()) == int(90 / 2)
 
 
 def layers_ticked(step: str) -> set[str]:
@@ -308,9 +308,9 @@ def test_the_bar_is_the_mean_share_of_the_layers_read_not_of_those_ticked(monkey
     try:
         others = {layer.key for layer in LAYERS} - {"house_collapse"}
         wait_until(lambda: held.is_set() and steps and layers_ticked(steps[-1][0]) == others)
-        # Seven of the eight layers read whole and one half-way: 5 + 85 x 7.5 / 8. Tsunami,
+        # Seven of the eight layers read whole and one half-way: 90 x 7.5 / 8. Tsunami,
         # ticked, is neither counted as read whole (85 %) nor as nothing read (75 %).
-        expected = 5 + int(85 * 7.5 / 8)
+        expected = int(90 * 7.5 / 8)
         deadline = time.monotonic() + TIMEOUT
         while steps[-1][1] < expected and time.monotonic() < deadline:
             time.sleep(0.01)

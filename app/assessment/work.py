@@ -68,13 +68,15 @@ def layers_step(keys: list[str]) -> str:
 def progress_of(
     read: list[Layer], planned: dict[str, int], done: dict[str, int], finished: set[str]
 ) -> int:
-    """Return the bar while layers are fetched: 5 to 90, the read layers' mean share done.
+    """Return the bar while layers are fetched: 0 to 90, the read layers' mean share done.
 
     Each layer read for the place counts its own tiles and meshes done of those it planned
     (a finished layer all of them), so a layer ticked on the page has moved the bar by
     exactly its share. A layer with nothing to read here (not published for the place,
     its terms forbid it, or no key in its plan) is not counted: it ticks at once, and
     neither moves the bar nor holds it back. Each share only grows: so does the bar.
+    Nothing read is 0, not a token start: the time left takes any progress for the job's
+    own pace (app/jobs/estimate.py), and at 0 counts the recent jobs' time down instead.
     """
     shares = []
     for layer in read:
@@ -83,7 +85,7 @@ def progress_of(
             continue
         got = sum(min(done[ds], planned[ds]) for ds in layer.datasets)
         shares.append(1.0 if layer.key in finished else got / wanted)
-    return 5 + int(85 * sum(shares) / len(shares)) if shares else 5
+    return int(90 * sum(shares) / len(shares)) if shares else 0
 
 
 def keys_for(area: Area, dataset: str, provider: LayerProvider | None = None) -> list[str]:
