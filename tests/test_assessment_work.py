@@ -21,6 +21,7 @@ from app.assessment.sources import coverage
 from app.assessment.sources.providers import DATASETS, DemoProvider
 from app.assessment.work import TILE_FETCHERS, keys_for
 from app.caches.singleflight import SingleFlightCache
+from app.jobs import estimate
 from app.web import reasons
 from tests.conftest import Upstream
 
@@ -321,6 +322,31 @@ def test_the_bar_is_the_mean_share_of_the_layers_read_not_of_those_ticked(monkey
     assert outcome and steps[-1] == ("Report ready", 100)
     percents = [pct for _, pct in steps]
     assert percents == sorted(percents)
+
+
+def test_a_layer_not_read_ticks_beside_a_bar_that_has_not_moved() -> None:
+    # Every upstream call held: Tokyo's tsunami, not published there, is the one layer that
+    # ends. It ticks at 0 (it was 5 %), so the time left is the recent jobs' time counted
+    # down, not a pace the job never had.
+    release = threading.Event()
+    provider = CountingProvider(lambda dataset, key: release.wait(3 * TIMEOUT))
+    steps: list[tuple[str, int]] = []
+
+    def job() -> None:
+        record = lambda step, pct: steps.append((step, pct))  # noqa: E731
+        chiyoda = resolve_place("千代田区")
+        run_assessment(chiyoda, "en", provider=provider, cache=SingleFlightCache(), progress=record)
+
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: ("layers:tsunami", 0) in steps or len(steps) > 1)
+        assert steps == [("layers:", 0), ("layers:tsunami", 0)]
+        assert estimate.seconds_left(10.0, steps[-1][1], 30.0) == 20
+    finally:
+        release.set()
+        thread.join(TIMEOUT)
+    assert steps[-1] == ("Report ready", 100)
 
 
 def test_a_provider_error_propagates_and_is_not_cached(sapporo) -> None:
