@@ -6,6 +6,7 @@ pixels inside a real N03 outline, so a report that reads them must find that cla
 """
 
 import io
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from app.assessment.grid import tiles, zones
 from app.assessment.grid.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.place import outlines
 from app.assessment.report import analysis
+from app.assessment.sources.evacuation import SAMPLE
 from app.assessment.sources.http import RetryPolicy, retry_after_seconds
 from app.assessment.sources.jshis import JshisProvider
 from app.assessment.sources.portal import PER_PREFECTURE, SAMPLE_TILES, ZONE_DATASETS
@@ -76,12 +78,29 @@ SAMPLES = {
 }
 
 
+SITES_SAMPLE = "/gsi/skhb{:02d}/{}.geojson".format(*SAMPLE)
+SITE = json.dumps(
+    {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "geometry": {"type": "Point", "coordinates": [136.8844, 35.0905]},
+                "properties": {"name": "港の避難ビル", "address": "名古屋市港区", "disaster5": 1},
+            }
+        ],
+    }
+).encode()
+
+
 def normal(path: str) -> Answer:
     """Answer as the services do when all is well."""
     if "/pshm/" in path:
         return 200, recorded("jshis_pshm_ok.geojson"), {}
     if "/sstrct/" in path:
         return 200, recorded("jshis_sstrct_ok.geojson"), {}
+    if path == SITES_SAMPLE:  # the evacuation sites' sample tile: one site, constructed
+        return 200, SITE, {"Content-Type": "application/geo+json"}
     if path in SAMPLES:  # each layer's sample tile, painted, as the probe expects
         return 200, sample_tile(SAMPLES[path]), {"Content-Type": "image/png"}
     if path.startswith("/portal/" + ZONE_DATASETS["flood_zones"] + "/"):
@@ -127,6 +146,7 @@ def config(service: Service, **extra) -> dict:
         "LAYER_PROVIDER": "real",
         "JSHIS_BASE_URL": service.url + "/jshis",
         "HAZARD_PORTAL_URL": service.url + "/portal",
+        "EVACUATION_SITES_URL": service.url + "/gsi",
         "LAYER_HTTP_TIMEOUT_SECONDS": 2,
         "LAYER_RETRY_BACKOFF_SECONDS": 0.01,
         "LAYER_RETRY_AFTER_MAX_SECONDS": 0.3,
@@ -540,6 +560,23 @@ def test_providers_check_asks_each_layers_sample_tile(make_app, service: Service
     # Storm surge on its national path, inland flooding on a prefecture's (Osaka, 27).
     assert service.count("/portal/03_hightide_l2_shinsuishin_data/12/") == 1
     assert service.count("/portal/02_naisui_pref_data/27/12/") == 1
+    # GSI's evacuation sites: tsunami's sample tile by Nagoya's port holds a site.
+    assert service.count(SITES_SAMPLE) == 1
+    assert "ok     evacuation_sites: GSI skhb05/10/901/405.geojson: 1 sites: available" in (
+        result.output
+    )
+
+
+def test_providers_check_fails_when_the_site_sample_holds_no_site(make_app, service) -> None:
+    service.answer = lambda path: (404, b"", {}) if path == SITES_SAMPLE else normal(path)
+    app = make_app(**config(service))
+    result = app.test_cli_runner().invoke(args=["providers-check"])
+    assert result.exit_code == 1 and "ok     flood_zones" in result.output
+    assert "FAILED evacuation_sites: GSI skhb05/10/901/405.geojson: 0 sites" in result.output
+    # The start probe never asks it: the sites never decide which data a process serves.
+    app = make_app(**config(service, LAYER_PROVIDER=""))
+    assert app.extensions["provider_choice"]["mode"] == "real"
+    assert service.count(SITES_SAMPLE) == 1  # providers-check's one ask
 
 
 def test_providers_check_fails_loudly(make_app, service: Service) -> None:

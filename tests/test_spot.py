@@ -127,6 +127,7 @@ def real(stand: Stand) -> dict:
         "JSHIS_BASE_URL": stand.url + "/jshis",
         "HAZARD_PORTAL_URL": stand.url + "/portal",
         "BASEMAP_URL": stand.url + "/pale",
+        "EVACUATION_SITES_URL": stand.url + "/gsi",  # no site tile: 404 (test_sites places some)
         "LAYER_HTTP_TIMEOUT_SECONDS": 2,
     }
 

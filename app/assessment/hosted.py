@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 # The settings that shape a report's work: the work's process gets these and no secret.
-PREFIXES = ("LAYER_", "ZONE_", "TILE_CACHE_", "JSHIS_", "HAZARD_", "BASEMAP_", "ASSESSMENT_")
+PREFIXES = (
+    "LAYER_", "ZONE_", "TILE_CACHE_", "JSHIS_", "HAZARD_", "BASEMAP_", "EVACUATION_", "ASSESSMENT_"
+)  # fmt: skip
 
 
 def settings(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -35,6 +37,7 @@ def layer_cache(config: Mapping[str, Any], share: Callable[..., Any] | None = No
     from ..caches.routed import RoutedCache
     from ..caches.singleflight import SingleFlightCache
     from .sources.basemap import DATASET as BASEMAP
+    from .sources.evacuation import DATASETS as SITES
     from .sources.portal import tile_ttl
     from .sources.providers import ZONES
 
@@ -45,7 +48,7 @@ def layer_cache(config: Mapping[str, Any], share: Callable[..., Any] | None = No
     return RoutedCache(
         cache("LAYER_CACHE_SIZE", "LAYER_CACHE_TTL_SECONDS"),
         cache("TILE_CACHE_SIZE", "TILE_CACHE_TTL_SECONDS", tile_ttl),
-        (*ZONES, BASEMAP),
+        (*ZONES, BASEMAP, *SITES),
     )
 
 

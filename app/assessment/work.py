@@ -20,9 +20,9 @@ from .errors import ProviderError, Stopped, UnreadableTiles
 from .grid import locate, pixels, tiles, zones
 from .grid.sampling import mesh250
 from .place.area import Area
-from .report import maps, provenance, spot
+from .report import maps, provenance, sites, spot
 from .report.analysis import LANGS, LAYERS, Layer, analyse, describe
-from .sources import basemap, coverage, portal, terms
+from .sources import basemap, coverage, evacuation, portal, terms
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
 Fetched = dict[str, list[dict[str, Any]]]
@@ -368,14 +368,33 @@ def run_assessment(
         ]
     if here:  # a point's headline is the spot's, now that each layer says what lies there
         analysed = describe(area, lang, analysed["layers"], spot=True)
+    drawn = maps.map_outline(zone_plan.outline.geometry)
+    bounds = zone_plan.outline.geometry.bounds
+
+    def fetch_sites(code: int, key: str) -> dict[str, Any]:
+        if stop.is_set():
+            raise Stopped()
+        source = provider.evacuation  # type: ignore[attr-defined]
+        return cache.get(
+            (evacuation.dataset(code), key, source.origin()),  # keyed by who answers, as fetch()
+            lambda: source.fetch(code, key, stop),
+            counter,
+        )
+
+    def place(lat: float, lon: float) -> tuple[list[float], bool]:
+        pin = maps.spot_xy(bounds, *here)  # type: ignore[misc]
+        return sites.on_map(pin, maps.spot_xy(bounds, lat, lon), drawn["width"], drawn["height"])
+
+    where = where_to_go(provider, area, here, analysed["layers"], fetch_sites, place)
     report = {
         "area": area.to_dict(),
-        "extent": {**zone_plan.describe(), **maps.map_outline(zone_plan.outline.geometry)},
+        "extent": {**zone_plan.describe(), **drawn},
         "map": the_map(zone_plan.outline.geometry.bounds, base, here),
         "lang": lang,
         **analysed,
         "sources": sources,
         "provenance": provenance.describe(sources, area),
+        **({"evacuation": where} if where else {}),
         "provider": provider.name,
         # The banner: shown while any layer still reads demonstration data.
         "demo": any(row.get("real") is False for row in analysed["layers"]),
@@ -429,3 +448,36 @@ def the_map(bounds: Any, base: dict[str, Any], here: tuple[float, float] | None)
         "spot": maps.spot_xy(bounds, *here) if here else None,
         "scale": maps.scale_bar(bounds),
     }
+
+
+def where_to_go(
+    provider: LayerProvider,
+    area: Area,
+    here: tuple[float, float] | None,
+    layers: list[dict[str, Any]],
+    fetch_sites: Callable[[int, str], dict[str, Any]],
+    place: Callable[[float, float], tuple[list[float], bool]],
+) -> dict[str, Any] | None:
+    """Return a point report's evacuation sites per hazard present (None: none are read).
+
+    The zoom-10 tiles of each hazard type present, within the circle and a margin, a few at
+    once; a site tile shared by neighbouring reports comes from the cache. Sites that cannot
+    be read leave the zones standing: the report says the sites could not be read.
+    """
+    source = getattr(provider, "evacuation", None)
+    if here is None or source is None:
+        return None
+    found = sites.present(layers)
+    reach = sites.reach_m(area.radius_m)
+    keys = evacuation.tile_keys(*here, reach)
+    asks = [(code, key) for code in found for key in keys]
+    answers: dict[int, list[dict[str, Any]]] | None = None
+    try:
+        with ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-sites") as pool:
+            read = list(pool.map(lambda ask: fetch_sites(*ask), asks))
+        answers = {code: [a for (c, _), a in zip(asks, read, strict=True) if c == code]
+                   for code in found}  # fmt: skip
+    except ProviderError:
+        pass  # said in the report: the sites could not be read
+    dates = [a["date"] for per in (answers or {}).values() for a in per]
+    return {**sites.section(found, answers, here, reach, place), "source": source.source(dates)}

@@ -109,6 +109,8 @@ def tile_ttl(answer: Any) -> float:
     """Return how long a tile answer may be cached: a day at most for "no such tile"."""
     if isinstance(answer, dict) and answer.get("png", "") is None:
         return NEGATIVE_TTL_SECONDS
+    if isinstance(answer, dict) and answer.get("sites", None) == []:  # no evacuation site
+        return NEGATIVE_TTL_SECONDS
     return float("inf")
 
 
@@ -131,11 +133,13 @@ class PortalProvider:
         client: Client,
         policy: RetryPolicy | None = None,
         basemap: Any = None,
+        evacuation: Any = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.client = client
         self.policy = policy or RetryPolicy()
         self.basemap = basemap  # basemap.BaseMap: the map under the zones (real reports only)
+        self.evacuation = evacuation  # evacuation.GsiSites: where to go (point reports)
 
     def keys(self, area: Any, dataset: str) -> list[str]:
         """Return the tiles covering the area's outline at the deepest zoom in budget."""

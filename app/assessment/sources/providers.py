@@ -34,7 +34,7 @@ from ..errors import ProviderError, Stopped
 from ..grid import pixels
 from ..grid.sampling import mesh_centre
 from ..place.area import Area
-from . import basemap, portal
+from . import basemap, evacuation, portal
 from .http import RetryPolicy, shared_client
 from .jshis import DEFAULT_BASE_URL as JSHIS_DEFAULT_URL
 from .jshis import JshisProvider, mesh_keys
@@ -124,6 +124,7 @@ class DemoProvider:
     name = "demo"
     is_demo = True
     keys = staticmethod(default_keys)
+    evacuation = evacuation.DemoSites()  # constructed sites, never a municipality's record
 
     def source(self, dataset: str) -> dict[str, Any]:
         """Say plainly that these figures are made up."""
@@ -295,6 +296,11 @@ class RoutedProvider:
         """Return the base map of the zones' provider (None: the demo draws none)."""
         return getattr(self.routes.get(ZONES[0]), "basemap", None)
 
+    @property
+    def evacuation(self) -> Any:
+        """Return the evacuation sites of the zones' provider (None: it reads none)."""
+        return getattr(self.routes.get(ZONES[0]), "evacuation", None)
+
     def real_providers(self) -> list[LayerProvider]:
         """Return each distinct non-demo provider once (for `flask providers-check`)."""
         distinct = {id(p): p for p in self.routes.values() if not p.is_demo}
@@ -346,7 +352,9 @@ def _portal(config: Mapping[str, Any]) -> portal.PortalProvider:
     per_host = int(config.get("LAYER_HTTP_PER_HOST", 4))
     client, policy = shared_client(per_host), _policy(config)
     base = basemap.BaseMap(str(config.get("BASEMAP_URL") or basemap.DEFAULT_URL), client, policy)
-    return portal.PortalProvider(url, client, policy, basemap=base)
+    sites_url = str(config.get("EVACUATION_SITES_URL") or evacuation.DEFAULT_URL)
+    sites = evacuation.GsiSites(sites_url, client, policy)
+    return portal.PortalProvider(url, client, policy, basemap=base, evacuation=sites)
 
 
 FACTORIES = {"demo": _demo, "http": _http, "jshis": _jshis, "portal": _portal}
@@ -409,8 +417,13 @@ def make_provider(config: Mapping[str, Any]) -> LayerProvider:
 PROBE_POINT = (35.68124, 139.76712)
 
 
-def check_real(provider: Any, timeout: float) -> list[tuple[str, bool, str, str]]:
+def check_real(
+    provider: Any, timeout: float, sites: bool = True
+) -> list[tuple[str, bool, str, str]]:
     """Ask each real service, and the portal once per zone dataset (its sample tile).
+
+    sites: ask GSI's evacuation sites too (its sample tile). The start probe does not: a
+    report without them says so, and they never decide which data a process serves.
 
     Returns (what was asked, available, what was seen, the short reason when it is not)
     per check, in a stable order. A short reason names its service or its dataset first
@@ -423,6 +436,9 @@ def check_real(provider: Any, timeout: float) -> list[tuple[str, bool, str, str]
     asks: dict[str, Any] = {"J-SHIS": lambda: routes["faults"].check(*PROBE_POINT)}
     for dataset in ZONES:
         asks[dataset] = lambda dataset=dataset: routes[dataset].sample(dataset)
+    evacuation_sites = getattr(routes.get(ZONES[0]), "evacuation", None)
+    if sites and evacuation_sites is not None:
+        asks["evacuation_sites"] = evacuation_sites.sample
     results = []
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         futures = {name: pool.submit(ask) for name, ask in asks.items()}
@@ -435,7 +451,11 @@ def check_real(provider: Any, timeout: float) -> list[tuple[str, bool, str, str]
             except Exception as exc:  # noqa: BLE001 - a probe reports, never stops the start
                 results.append((name, False, f"{name}: {exc!r}", f"{name}: {exc!r}"))
                 continue
-            if isinstance(answer, dict) and "verdict" in answer:  # a portal sample
+            if isinstance(answer, dict) and "sites" in answer:  # GSI's evacuation sites
+                short = f"{name}: {answer['verdict']}".replace("not available: ", "")
+                seen = evacuation.describe_check(answer)
+                results.append((name, answer["ok"], seen, "" if answer["ok"] else short))
+            elif isinstance(answer, dict) and "verdict" in answer:  # a portal sample
                 verdict = answer["verdict"]
                 short = verdict if answer["status"] is None else f"{name}: {verdict}"
                 short = short.replace("not available: ", "")
@@ -460,7 +480,7 @@ def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
             "LAYER_HTTP_TIMEOUT_SECONDS": timeout,
         }
     )
-    results = check_real(real, timeout)
+    results = check_real(real, timeout, sites=False)
     failures = list(
         dict.fromkeys(
             short for name, ok, _, short in results if not ok and name not in portal.UNCONFIRMED

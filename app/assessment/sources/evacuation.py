@@ -1,0 +1,219 @@
+"""Designated emergency evacuation sites (指定緊急避難場所): GSI's GeoJSON tiles, and the demo's.
+
+Real: ``GET {EVACUATION_SITES_URL}/skhb0{n}/10/{x}/{y}.geojson`` (default base
+https://cyberjapandata.gsi.go.jp/xyz) through the pooled client, one tile set per hazard type
+a site is designated for (n: 1 洪水 ... 8 火山現象, GSI's own numbering). Public projects
+record that the sets are served at zoom 10 only, as points with the properties ``name`` and
+``address`` (docs/providers.md: unconfirmed against GSI's tile list). A 404 is "no site of
+that type in that tile", not a failure. Only sites a municipality registered with GSI and
+agreed to publish are there.
+
+Demo: sites constructed to that format, deterministic per place (a lattice of ~1.2 km cells
+over longitude and latitude, each holding a site of a type or not by a hash), named as
+constructed: never a municipality's record.
+
+An answer is JSON-safe, so the shared cache can hold it:
+{"sites": [[lon, lat, name, address], ...], "date": "YYYY-MM-DD" (Last-Modified) or ""}.
+"""
+
+import hashlib
+import json
+import threading
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import mercantile
+
+from ..errors import ProviderError, UpstreamError
+from .http import Client, RetryPolicy
+
+DEFAULT_URL = "https://cyberjapandata.gsi.go.jp/xyz"
+ZOOM = 10  # the only zoom the sets are served at (as public projects record it)
+# GSI's hazard types, by its numbers (https://www.gsi.go.jp/bousaichiri/hinanbasho.html).
+HAZARDS = {
+    1: ("洪水", "flood"),
+    2: ("崖崩れ、土石流及び地滑り", "slope failure, debris flow and landslide"),
+    3: ("高潮", "storm surge"),
+    4: ("地震", "earthquake"),
+    5: ("津波", "tsunami"),
+    6: ("大規模な火事", "large fire"),
+    7: ("内水氾濫", "inland flooding"),
+    8: ("火山現象", "volcanic phenomena"),
+}
+PAGE = "https://www.gsi.go.jp/bousaichiri/hinanbasho.html"
+CREDIT = {
+    "ja": "出典：国土地理院「指定緊急避難場所データ」を加工して作成",
+    "en": "Source: GSI's designated emergency evacuation site data (指定緊急避難場所データ)"
+    ", processed",
+    "url": PAGE,
+}
+# Tsunami's tiles around Nagoya's port, which a public project read with 1,143 sites in 2026-09
+# (docs/providers.md): `providers-check` asks it, and a set with no site there is out.
+SAMPLE = (5, "10/901/405")
+
+
+def dataset(code: int) -> str:
+    """Return the cache's dataset name of a hazard type's tiles."""
+    return f"evacuation_{code}"
+
+
+DATASETS = tuple(dataset(code) for code in HAZARDS)
+
+
+def tile_keys(lat: float, lon: float, reach_m: float) -> list[str]:
+    """Return the zoom-10 tiles ("10/x/y") that hold every point within reach_m of a point."""
+    import math
+
+    dlat = reach_m / 111_320.0
+    dlon = dlat / max(0.01, math.cos(math.radians(lat)))
+    found = mercantile.tiles(lon - dlon, lat - dlat, lon + dlon, lat + dlat, zooms=ZOOM)
+    return sorted(f"{t.z}/{t.x}/{t.y}" for t in found)
+
+
+def parse_tile(body: bytes) -> list[list[Any]]:
+    """Return a GeoJSON tile's point sites as [lon, lat, name, address]; refuse anything else.
+
+    A feature that is not a point is skipped; the names are as published (the CSV's
+    施設・場所名 and 住所 are read too, should the tiles carry those instead).
+    """
+    data = json.loads(body)
+    if not isinstance(data, dict) or not isinstance(data.get("features"), list):
+        raise ValueError("not a GeoJSON FeatureCollection")
+    sites = []
+    for feature in data["features"]:
+        geometry = (feature or {}).get("geometry") or {}
+        coords = geometry.get("coordinates")
+        if geometry.get("type") != "Point" or not isinstance(coords, list) or len(coords) < 2:
+            continue
+        lon, lat = coords[0], coords[1]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lon, lat)):
+            continue
+        props = feature.get("properties") or {}
+        name = props.get("name") or props.get("施設・場所名") or ""
+        address = props.get("address") or props.get("住所") or ""
+        sites.append([round(float(lon), 7), round(float(lat), 7), str(name), str(address)])
+    return sites
+
+
+def modified_date(value: str | None) -> str:
+    """Return a Last-Modified header's date as YYYY-MM-DD ("" when absent or unreadable)."""
+    if not value:
+        return ""
+    try:
+        return parsedate_to_datetime(value).astimezone(UTC).date().isoformat()
+    except (TypeError, ValueError):
+        return ""
+
+
+class GsiSites:
+    """GSI's evacuation site tiles, read through the pooled client."""
+
+    real = True
+
+    def __init__(self, base_url: str, client: Client, policy: RetryPolicy | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.client = client
+        self.policy = policy or RetryPolicy()
+
+    def origin(self) -> str:
+        """Name GSI by the base URL: part of every cache key."""
+        return f"gsi {self.base_url}"
+
+    def url(self, code: int, key: str) -> str:
+        """Return a hazard type's tile URL."""
+        return f"{self.base_url}/skhb{code:02d}/{key}.geojson"
+
+    def fetch(self, code: int, key: str, stop: threading.Event | None = None) -> dict[str, Any]:
+        """Fetch one tile of one hazard type; a 404 is "no site of that type there"."""
+        try:
+            response = self.client.get(self.url(code, key), self.policy, ok=(200, 404))
+        except UpstreamError as exc:
+            reason = f"GSI evacuation sites: {exc.reason}"
+            raise ProviderError(dataset(code), key, reason, exc.detail) from exc
+        if response.status_code == 404:
+            return {"sites": [], "date": ""}
+        try:
+            sites = parse_tile(response.content)
+        except ValueError as exc:  # not JSON (UnicodeDecodeError too), or not a collection
+            reason = "GSI evacuation sites: the answer is not a GeoJSON tile"
+            raise ProviderError(dataset(code), key, reason) from exc
+        return {"sites": sites, "date": modified_date(response.headers.get("last-modified"))}
+
+    def source(self, dates: list[str]) -> dict[str, Any]:
+        """Describe the data with its credit and date (the newest tile's, else today's)."""
+        known = sorted(d for d in dates if d)
+        return {
+            "real": True,
+            **CREDIT,
+            "date": known[-1] if known else datetime.now(UTC).date().isoformat(),
+            "dated_by": "modified" if known else "read",
+        }
+
+    def sample(self) -> dict[str, Any]:
+        """Ask for the sample tile and judge it (`providers-check`)."""
+        code, key = SAMPLE
+        out = {"path": f"skhb{code:02d}/{key}.geojson", "ok": False, "sites": 0}
+        try:
+            answer = self.fetch(code, key)
+        except ProviderError as exc:
+            return {**out, "verdict": exc.reason}
+        out["sites"] = len(answer["sites"])
+        if not answer["sites"]:
+            return {**out, "verdict": "not available: the sample tile holds no site"}
+        return {**out, "ok": True, "verdict": "available"}
+
+
+def describe_check(result: dict[str, Any]) -> str:
+    """Return one line of `providers-check` for the sample's judgement."""
+    return f"GSI {result['path']}: {result['sites']} sites: {result['verdict']}"
+
+
+# The demo: a lattice of cells this many degrees a side, and the share of cells holding a
+# site of each type (earthquake sites are the most common, volcano sites the rarest).
+DEMO_CELL_DEGREES = 0.011
+DEMO_SHARE = {1: 0.35, 2: 0.2, 3: 0.2, 4: 0.5, 5: 0.2, 6: 0.15, 7: 0.2, 8: 0.0}
+DEMO_NAME = "（デモ）{hazard}の避難場所 {n}"
+
+
+def constructed(code: int, key: str) -> list[list[Any]]:
+    """Return the demo's sites of a hazard type in a tile: the same every time, per place.
+
+    Each cell of a lattice over longitude and latitude holds a site or not by a hash of its
+    type and cell, placed inside the cell by the same hash, so neighbouring tiles agree.
+    Constructed to the documented format; never a municipality's record.
+    """
+    z, x, y = (int(v) for v in key.split("/"))
+    west, south, east, north = mercantile.bounds(x, y, z)
+    size = DEMO_CELL_DEGREES
+    sites = []
+    for i in range(int(south // size), int(north // size) + 1):
+        for j in range(int(west // size), int(east // size) + 1):
+            digest = hashlib.sha256(f"site/{code}/{i}/{j}".encode()).digest()
+            if digest[0] / 256 >= DEMO_SHARE[code]:
+                continue
+            lat = (i + 0.15 + 0.7 * digest[1] / 255) * size
+            lon = (j + 0.15 + 0.7 * digest[2] / 255) * size
+            if not (south <= lat < north and west <= lon < east):
+                continue
+            name = DEMO_NAME.format(hazard=HAZARDS[code][0], n=int.from_bytes(digest[3:5]) % 1000)
+            sites.append([round(lon, 7), round(lat, 7), name, ""])
+    return sites
+
+
+class DemoSites:
+    """The demo's constructed sites, answered without a call."""
+
+    real = False
+
+    def origin(self) -> str:
+        """Name the demo: its answers are its own."""
+        return "demo"
+
+    def fetch(self, code: int, key: str, stop: threading.Event | None = None) -> dict[str, Any]:
+        """Return the constructed sites of a hazard type in a tile."""
+        return {"sites": constructed(code, key), "date": ""}
+
+    def source(self, dates: list[str]) -> dict[str, Any]:
+        """Say plainly that these sites are constructed."""
+        return {"real": False}
