@@ -50,7 +50,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object]] = {
     "TILE_CACHE_SIZE": (int, 512),
     "HAZARD_PORTAL_URL": (str, "https://disaportaldata.gsi.go.jp/raster"),
     "BASEMAP_URL": (str, "https://cyberjapandata.gsi.go.jp/xyz/pale"),
-    "EVACUATION_SITES_URL": (str, "https://cyberjapandata.gsi.go.jp/xyz"),
+    "EVACUATION_SITES_URL": (str, "https://maps.gsi.go.jp/xyz"),
     "LAYER_HTTP_PER_HOST": (int, 4),
     "ZONE_TILE_BUDGET": (int, 64),
     # Processes that decode and count zone tiles beside the worker; unset or 0: in the

@@ -270,7 +270,10 @@ def test_the_report_page_lists_the_sites_and_marks_them_on_the_map(make_app, sta
     assert "洪水（洪水）：1.第一小学校（北東へ約500m）、2.河川敷の高台（西へ約1.2km）" in text
     assert "地震（液状化・地震の揺れ）：1.中央公園（南へ約150m）" in text
     assert "市町村の避難計画ではありません" in text
-    assert "出典：国土地理院「指定緊急避難場所データ」を加工して作成" in text
+    assert (
+        "出典：「指定緊急避難場所データ」（国土地理院）"
+        "（https://www.gsi.go.jp/bousaichiri/hinanbasho.html）を加工して作成" in text
+    )
     assert "データの更新日2026-09-01" in text
     assert latin_words(block) == []
     # The flood map carries the flood sites beside the pin; the shaking map the quake sites.

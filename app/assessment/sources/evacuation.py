@@ -1,12 +1,12 @@
 """Designated emergency evacuation sites (指定緊急避難場所): GSI's GeoJSON tiles, and the demo's.
 
 Real: ``GET {EVACUATION_SITES_URL}/skhb0{n}/10/{x}/{y}.geojson`` (default base
-https://cyberjapandata.gsi.go.jp/xyz) through the pooled client, one tile set per hazard type
-a site is designated for (n: 1 洪水 ... 8 火山現象, GSI's own numbering). Public projects
-record that the sets are served at zoom 10 only, as points with the properties ``name`` and
-``address`` (docs/providers.md: unconfirmed against GSI's tile list). A 404 is "no site of
-that type in that tile", not a failure. Only sites a municipality registered with GSI and
-agreed to publish are there.
+https://maps.gsi.go.jp/xyz) through the pooled client, one tile set per hazard type a site
+is designated for (n: 1 洪水 ... 8 火山現象), served at zoom 10 only: both as GSI's own map
+configures them (gsi-cyberjapan/gsimaps, layers_txt/layers_skhb.txt, maxNativeZoom 10). The
+features' properties ``name`` and ``address`` are third parties' record (docs/providers.md:
+unconfirmed). A 404 is "no site of that type in that tile", not a failure. Only sites a
+municipality registered with GSI and agreed to publish are there.
 
 Demo: sites constructed to that format, deterministic per place (a lattice of ~1.2 km cells
 over longitude and latitude, each holding a site of a type or not by a hash), named as
@@ -28,7 +28,7 @@ import mercantile
 from ..errors import ProviderError, UpstreamError
 from .http import Client, RetryPolicy
 
-DEFAULT_URL = "https://cyberjapandata.gsi.go.jp/xyz"
+DEFAULT_URL = "https://maps.gsi.go.jp/xyz"  # as GSI's own map reads them (layers_skhb.txt)
 ZOOM = 10  # the only zoom the sets are served at (as public projects record it)
 # GSI's hazard types, by its numbers (https://www.gsi.go.jp/bousaichiri/hinanbasho.html).
 HAZARDS = {
@@ -42,10 +42,11 @@ HAZARDS = {
     8: ("火山現象", "volcanic phenomena"),
 }
 PAGE = "https://www.gsi.go.jp/bousaichiri/hinanbasho.html"
+# The credit in the form GSI's terms give for its data processed (「○○データ」（国土地理院）
+# （当該ページのURL）を加工して作成), shown wherever the sites are, print included.
 CREDIT = {
-    "ja": "出典：国土地理院「指定緊急避難場所データ」を加工して作成",
-    "en": "Source: GSI's designated emergency evacuation site data (指定緊急避難場所データ)"
-    ", processed",
+    "ja": f"出典：「指定緊急避難場所データ」（国土地理院）（{PAGE}）を加工して作成",
+    "en": f"Source: 「指定緊急避難場所データ」 (GSI) ({PAGE}), processed",
     "url": PAGE,
 }
 # Tsunami's tiles around Nagoya's port, which a public project read with 1,143 sites in 2026-09
