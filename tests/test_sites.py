@@ -151,9 +151,9 @@ def test_a_site_beyond_reach_is_not_listed_and_a_site_in_two_tiles_counts_once()
     ("xy", "drawn", "inside"),
     [
         ((600, 300), [600, 300], True),
-        ((2500, 500), [970, 500], False),  # due east off the map: at the east edge
-        ((-500, -500), [30, 30], False),  # north-west: at the corner, on the line from the pin
-        ((500, 1750), [500, 970], False),
+        ((2500, 500), [964, 500], False),  # due east off the map: at the east edge
+        ((-500, -500), [36, 36], False),  # north-west: at the corner, on the line from the pin
+        ((500, 1750), [500, 964], False),
     ],
 )
 def test_a_site_off_the_map_is_drawn_at_its_edge_towards_it(xy, drawn, inside) -> None:
@@ -267,7 +267,7 @@ def test_the_report_page_lists_the_sites_and_marks_them_on_the_map(make_app, sta
     block = page[page.index('<section class="report-sites"') :]
     block = block[: block.index("</section>")]
     text = re.sub(r"\s+", "", re.sub(r"<[^>]+>", "", block))
-    assert "洪水（洪水）：1.第一小学校（北東へ約500m）、2.河川敷の高台（西へ約1.2km）" in text
+    assert "洪水：1.第一小学校（北東へ約500m）、2.河川敷の高台（西へ約1.2km）" in text
     assert "地震（液状化・地震の揺れ）：1.中央公園（南へ約150m）" in text
     assert "市町村の避難計画ではありません" in text
     assert (
@@ -288,6 +288,8 @@ def test_the_report_page_lists_the_sites_and_marks_them_on_the_map(make_app, sta
     assert 'class="report-site"' not in tsunami_map[: tsunami_map.index("</figure>")]
     english = client.get(f"/assessments/{job_id}?lang=en").get_data(as_text=True)
     assert '1. <span lang="ja">第一小学校</span> (about 500 m north-east)' in english
+    assert "<strong>Earthquake</strong> (liquefaction, earthquake shaking): " in english
+    assert "<strong>Flood</strong>: " in english  # found by the flood layer alone
     assert "This is not the municipality's evacuation plan" in english
 
 

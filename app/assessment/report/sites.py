@@ -93,7 +93,7 @@ def nearest(
 
 
 def on_map(
-    pin: Sequence[float], xy: Sequence[float], width: float, height: float, edge: float = 30.0
+    pin: Sequence[float], xy: Sequence[float], width: float, height: float, edge: float = 36.0
 ) -> tuple[list[float], bool]:
     """Return where a site's marker goes on the map, and whether that is the site itself.
 
