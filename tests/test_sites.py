@@ -210,6 +210,10 @@ def test_the_demo_s_sites_are_constructed_the_same_every_time_inside_their_tile(
     assert all(west <= lon < east and south <= lat < north for lon, lat, _, _ in built)
     assert all(name.startswith("（デモ）地震の避難場所") for _, _, name, _ in built)
     assert evacuation.constructed(8, key) == []  # the demo holds no volcano site here
+    # Only on land: none out in the Pacific, and none in Tokyo Bay off Yokohama's shore.
+    assert evacuation.constructed(4, "10/{}/{}".format(*mercantile.tile(142.0, 33.0, 10)[:2])) == []
+    bay, spot = [139.75, 35.45, "", ""], [SPOT[1], SPOT[0], "", ""]  # 10 km east: the bay
+    assert evacuation.on_land([bay, spot], (139.6, 35.4, 139.8, 35.5)) == [False, True]
 
 
 # --- a point report, end to end ----------------------------------------------------------------

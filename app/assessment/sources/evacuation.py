@@ -21,6 +21,7 @@ import json
 import threading
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import Any
 
 import mercantile
@@ -177,12 +178,14 @@ DEMO_SHARE = {1: 0.35, 2: 0.2, 3: 0.2, 4: 0.5, 5: 0.2, 6: 0.15, 7: 0.2, 8: 0.0}
 DEMO_NAME = "（デモ）{hazard}の避難場所 {n}"
 
 
+@lru_cache(maxsize=256)
 def constructed(code: int, key: str) -> list[list[Any]]:
     """Return the demo's sites of a hazard type in a tile: the same every time, per place.
 
     Each cell of a lattice over longitude and latitude holds a site or not by a hash of its
-    type and cell, placed inside the cell by the same hash, so neighbouring tiles agree.
-    Constructed to the documented format; never a municipality's record.
+    type and cell, placed inside the cell by the same hash, so neighbouring tiles agree;
+    only sites on land (inside the municipalities' outlines) are kept. Constructed to the
+    documented format; never a municipality's record.
     """
     z, x, y = (int(v) for v in key.split("/"))
     west, south, east, north = mercantile.bounds(x, y, z)
@@ -199,7 +202,25 @@ def constructed(code: int, key: str) -> list[list[Any]]:
                 continue
             name = DEMO_NAME.format(hazard=HAZARDS[code][0], n=int.from_bytes(digest[3:5]) % 1000)
             sites.append([round(lon, 7), round(lat, 7), name, ""])
-    return sites
+    return [site for site, land in zip(sites, on_land(sites, (west, south, east, north)),
+                                       strict=True) if land]  # fmt: skip
+
+
+def on_land(sites: list[list[Any]], bounds: tuple[float, float, float, float]) -> list[bool]:
+    """Tell which sites lie inside a municipality's outline (no outline near: none)."""
+    import numpy as np
+    import shapely
+
+    from ..place import outlines
+
+    if not sites:
+        return []
+    lons = np.array([s[0] for s in sites])
+    lats = np.array([s[1] for s in sites])
+    land = np.zeros(len(sites), dtype=bool)
+    for _, unit in outlines.units_near(bounds):
+        land |= shapely.contains_xy(unit, lons, lats)
+    return land.tolist()
 
 
 class DemoSites:
