@@ -374,3 +374,17 @@ def test_a_report_stored_before_sites_renders_without_them(app) -> None:
         with app.test_request_context():
             html = render_template("partials/_report.html", report=report)
         assert "data-sites" not in html
+
+
+def test_a_point_report_stored_before_sites_renders_from_the_database(make_app, sql) -> None:
+    app, client, actions = signed_in(make_app, ASSESSMENT_WORK_SECONDS=0)
+    job_id = job_id_from(actions.submit(f"{SPOT[0]},{SPOT[1]}", lang="ja"))
+    assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
+    assert sql("UPDATE assessment_jobs SET result = result - 'evacuation' WHERE id = %(id)s",
+               id=job_id) == 1  # fmt: skip
+    for lang in ("ja", "en"):
+        response = client.get(f"/assessments/{job_id}?lang={lang}")
+        page = response.get_data(as_text=True)
+        assert response.status_code == 200 and 'data-sites="not_part"' in page
+        assert 'class="report-site"' not in page and "report-sites-list" not in page
+    assert "evacuation" not in client.get(f"/assessments/{job_id}/report.json").get_json()
