@@ -312,11 +312,33 @@ def run_assessment(
             done = dict(done_keys)
         return progress_of(read, planned, done, finished=set(fetched))
 
+    def fetch_sites(code: int, key: str) -> dict[str, Any]:
+        if stop.is_set():
+            raise Stopped()
+        source = provider.evacuation  # type: ignore[attr-defined]
+        return cache.get(
+            (evacuation.dataset(code), key, source.origin()),  # keyed by who answers, as fetch()
+            lambda: source.fetch(code, key, stop),
+            counter,
+        )
+
+    def beside_the_layers() -> dict[str, Any]:
+        base = fetch_base_map()
+        if here and getattr(provider, "evacuation", None) is not None:
+            # Earthquake's sites are listed in every point report: read beside the layers;
+            # the other types wait for the layers to say their hazard is present.
+            try:
+                for key in evacuation.tile_keys(*here, sites.reach_m(area.radius_m)):
+                    fetch_sites(sites.EVERYWHERE, key)
+            except ProviderError:
+                pass  # asked again after the layers, where the report says it failed
+        return base
+
     total = len(LAYERS)
     progress(layers_step([]), 0)
     fetched: dict[str, Fetched] = {}
     pool = ThreadPoolExecutor(max_workers=total + 1, thread_name_prefix="assessment-layer")
-    base_future = pool.submit(fetch_base_map)
+    base_future = pool.submit(beside_the_layers)
     try:
         pending: dict[Future[Fetched], Layer] = {
             pool.submit(fetch_layer, layer): layer for layer in LAYERS
@@ -370,16 +392,6 @@ def run_assessment(
         analysed = describe(area, lang, analysed["layers"], spot=True)
     drawn = maps.map_outline(zone_plan.outline.geometry)
     bounds = zone_plan.outline.geometry.bounds
-
-    def fetch_sites(code: int, key: str) -> dict[str, Any]:
-        if stop.is_set():
-            raise Stopped()
-        source = provider.evacuation  # type: ignore[attr-defined]
-        return cache.get(
-            (evacuation.dataset(code), key, source.origin()),  # keyed by who answers, as fetch()
-            lambda: source.fetch(code, key, stop),
-            counter,
-        )
 
     def place(lat: float, lon: float) -> tuple[list[float], bool]:
         pin = maps.spot_xy(bounds, *here)  # type: ignore[misc]

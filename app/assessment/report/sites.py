@@ -30,6 +30,7 @@ LAYER_HAZARD = {
     "liquefaction": 4,
     "seismic": 4,
 }
+EVERYWHERE = 4  # earthquake: every place in Japan shakes, so every point report lists them
 NEAREST = 3  # sites listed per hazard
 MARGIN_M = 2000.0  # searched beyond the circle: a site just outside it is still near
 # States of a hazard's sites: listed; the data holds sites, none of this type within
