@@ -59,7 +59,13 @@ def test_a_report_prints_on_at_most_three_a4_pages(page, live, lang, place):
     page.emulate_media(media="print")
     assert not printing.is_visible()
     # Everything the reader pays for is printed: the map, the spot, every layer, the sources.
-    assert page.locator(".report-map").first.is_visible()
+    # A map with no zone in the circle adds nothing on paper: left out, and named instead.
+    maps = page.eval_on_selector_all(
+        ".report-map", "ms => ms.map(m => [m.dataset.state, m.offsetParent !== null])"
+    )
+    assert any(shown for _, shown in maps) and all(shown != (s == "no_zone") for s, shown in maps)
+    if any(s == "no_zone" for s, _ in maps):
+        assert page.locator("[data-blank-maps]").is_visible()
     if place != "札幌市":
         assert page.locator("[data-spot]").first.is_visible()
     assert page.locator(".report-table:not(.report-shares) tbody tr").count() == len(LAYERS)
