@@ -82,6 +82,10 @@ def alert(exc: Exception) -> tuple[str, str, str] | None:
     return None
 
 
+def alerts(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return []
+
+
 def steps(step: str, status: str) -> list[tuple[Part, bool]]:
     if step.startswith(PARTS_STEP):
         done = set(step[len(PARTS_STEP) :].split(","))

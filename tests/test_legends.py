@@ -19,6 +19,7 @@ from app.assessment import resolve_place
 from app.assessment.grid import tiles, zones
 from app.assessment.place import outlines
 from app.assessment.report import analysis
+from app.assessment.sources import portal
 from app.assessment.sources.portal import ZONE_DATASETS, judge, split_key
 
 SIZE = tiles.TILE_SIZE
@@ -324,6 +325,32 @@ def test_an_uncertain_detail_is_never_said_to_hide_a_higher_score():
     ):
         narrative = analysis.describe(resolve_place("千代田区"), lang, scored)["narrative"]
         assert flood_said in narrative and duration_said not in narrative
+
+
+def test_tiles_off_an_unconfirmed_legend_leave_the_layer_uncertain_however_few_colours():
+    # Storm surge's legend is third parties' word (portal.UNCONFIRMED): its tiles read off
+    # it are an answer the layer cannot give, not a broken portal. Three pixels of one
+    # colour, all there is painted, would be under the floor of stray pixels (NOISE_PIXELS)
+    # and read "no zone" without the work's flag that the legend did not fit.
+    assert "storm_surge_zones" in portal.UNCONFIRMED and "flood_zones" not in portal.UNCONFIRMED
+    surge = "03_hightide_l2_shinsuishin_data"
+    counts = {zone.key: 0 for zone in tiles.LEGENDS[surge]} | {"none": 97, "other": 3}
+    off = {"path": surge, "share": 1.0, "colours": {"#123456FF": 3}}
+    answer = {"counts": counts, "rects": [], "stray": {"#123456FF": 3}, "unreadable": off}
+    row = analysis._zones({"storm_surge_zones": [answer]})
+    assert (row["state"], row["index"]) == (analysis.UNCERTAIN, None)
+    assert row["unreadable"] == {"storm_surge_zones": off}
+    flagless = {k: v for k, v in answer.items() if k != "unreadable"}
+    assert analysis._zones({"storm_surge_zones": [flagless]})["state"] == analysis.NO_ZONE
+    # Beside a known class, that class's level stands as the least it can be, never less.
+    counts["3-5"] = 40
+    row = analysis._zones({"storm_surge_zones": [answer]})
+    assert row["state"] == analysis.ZONES and analysis.level_of(row["index"]) == 4
+    assert row["stray"] == {"storm_surge_zones": {"#123456FF": 3}}
+    # The report says why, in both languages, beside the layer.
+    (note,) = analysis.off_legend_notes(row["unreadable"])
+    assert surge in note["en"] and "never as a lower level" in note["en"]
+    assert "低いレベルとはしません" in note["ja"] and note["date"]
 
 
 def test_an_anti_aliased_edge_between_two_classes_leaves_the_layer_certain():

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest.mock import ANY
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
@@ -28,7 +29,12 @@ from app.assessment.report import analysis
 from app.assessment.sources.evacuation import SAMPLE
 from app.assessment.sources.http import RetryPolicy, retry_after_seconds
 from app.assessment.sources.jshis import JshisProvider
-from app.assessment.sources.portal import PER_PREFECTURE, SAMPLE_TILES, ZONE_DATASETS
+from app.assessment.sources.portal import (
+    PER_PREFECTURE,
+    SAMPLE_TILES,
+    UNCONFIRMED,
+    ZONE_DATASETS,
+)
 from app.assessment.sources.providers import ZONES, RoutedProvider, make_provider
 from tests.conftest import Answer, job_id_from, serve_http, signed_in, wait_for
 from tests.test_jobs import attr, poll_until, settled
@@ -471,6 +477,7 @@ def test_tiles_in_colours_of_no_legend_fail_the_job_refund_and_alert(
         return status, body, headers
 
     service.answer = recoloured
+    assert "flood_zones" not in UNCONFIRMED  # its legend is the published one: off it is broken
     app, html = failed_and_refunded(make_app, service)
     assert "colours its published legend does not have" in html  # never "no zone"
     assert sql("SELECT error_code FROM assessment_jobs") == [("PROVIDER_ERROR",)]
@@ -481,6 +488,41 @@ def test_tiles_in_colours_of_no_legend_fail_the_job_refund_and_alert(
     metrics = app.test_client().get("/metrics").get_data(as_text=True)
     assert 'hazard_unknown_colour_layers_total{dataset="01_flood_l2_shinsuishin_data"}' in metrics
     assert app.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
+
+
+def test_an_unconfirmed_layer_off_its_legend_is_uncertain_the_report_delivered_and_alerted(
+    make_app, service: Service, sql
+) -> None:
+    # Constructed (tests/recorded/README.md): bank-erosion tiles painted pink (#FFB3B3, the
+    # fill one third party records for 河岸侵食) over the ward, where the report reads the
+    # red others record. Before: the job failed and refunded like a broken portal.
+    bank = ZONE_DATASETS["house_collapse_bank_zones"]
+    assert "house_collapse_bank_zones" in UNCONFIRMED
+    client, job_id, report = painted_report(
+        make_app, service, {f"/portal/{bank}/": (0xFF, 0xB3, 0xB3, 255)}
+    )
+    assert sql("SELECT point_balance FROM users") == [(2,)]  # delivered, and paid for
+    by_key = {layer["key"]: layer for layer in report["layers"]}
+    collapse = by_key["house_collapse"]
+    # Uncertain: no level (never a lower one), left out of the headline, said why.
+    assert (collapse["state"], collapse["level"]) == ("uncertain", None)
+    assert collapse["stray"] == {"house_collapse_bank_zones": {"#FFB3B3FF": ANY}}
+    assert collapse["unreadable"]["house_collapse_bank_zones"]["path"] == bank
+    assert "house_collapse" not in report["worst"] and report["zones_found"]
+    assert "The level of house-collapse zone could not be determined" in report["narrative"]
+    assert any(bank in note["en"] and "operators" in note["en"] for note in collapse["notes"])
+    # The flood layer, read on its published legend, is read as before.
+    assert (by_key["flood"]["state"], by_key["flood"]["worst"]) == ("zones", "1-3")
+    page = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert 'data-layer="house_collapse" data-state="uncertain"' in page
+    assert "判定できません：凡例にない色があり" in page and "運営者に確認を依頼しました" in page
+    # The operator learns the recorded legend is wrong, as with a failing layer.
+    ((severity, code, detail),) = sql("SELECT severity, code, detail FROM incidents")
+    assert (severity, code) == ("critical", "UNKNOWN_COLOURS")
+    assert bank in detail and "#FFB3B3FF" in detail
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert f'hazard_unknown_colour_layers_total{{dataset="{bank}"}}' in metrics
+    assert client.application.test_cli_runner().invoke(args=["ledger-check"]).exit_code == 0
 
 
 def test_a_cache_filled_by_the_demo_is_never_read_back_as_real(service: Service) -> None:

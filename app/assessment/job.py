@@ -109,12 +109,29 @@ def alert(exc: Exception) -> tuple[str, str, str] | None:
     """
     if not isinstance(exc, UnreadableTiles):
         return None
-    metrics.UNKNOWN_COLOURS.labels(exc.path).inc()
+    return _unknown_colours(exc.path, exc.share, exc.colours)
+
+
+def alerts(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Name each dataset a delivered report read off its unconfirmed legend: an operator checks.
+
+    The report is the buyer's (the layer is uncertain, never lower); the legend third
+    parties record is what needs correcting, so it is alerted as a failing legend is.
+    """
+    return [
+        _unknown_colours(off["path"], off["share"], list(off["colours"]))
+        for row in result.get("layers", ())
+        for off in (row.get("unreadable") or {}).values()
+    ]
+
+
+def _unknown_colours(path: str, share: float, colours: list[str]) -> tuple[str, str, str]:
+    metrics.UNKNOWN_COLOURS.labels(path).inc()
     return (
         "UNKNOWN_COLOURS",
-        f"{exc.path} {','.join(exc.colours)}",
-        f"{exc.path}: {exc.share:.1%} of the painted pixels are of no legend colour; "
-        f"colours seen: {', '.join(exc.colours)}",
+        f"{path} {','.join(colours)}",
+        f"{path}: {share:.1%} of the painted pixels are of no legend colour; "
+        f"colours seen: {', '.join(colours)}",
     )
 
 

@@ -239,12 +239,25 @@ def run_assessment(
                         tick(dataset)
         finally:
             fetchers.shutdown(wait=False, cancel_futures=True)
+        answer = maps.as_answer(reading, zone_plan)
         if reading.unreadable():
-            # Colours of no legend class: the publisher changed its legend, or these are not
-            # its tiles. Never "no zone": the layer cannot be read, the job fails and refunds.
-            raise UnreadableTiles(
+            off = UnreadableTiles(
                 dataset, portal.ZONE_DATASETS[dataset], reading.unknown_share(), reading.unknown
             )
+            if dataset not in portal.UNCONFIRMED:
+                # Colours of no class of a published legend: the publisher changed it, or
+                # these are not its tiles. Never "no zone": the job fails and refunds.
+                raise off
+            # A legend only third parties record (portal.UNCONFIRMED): tiles off it say the
+            # record is wrong, not that the portal is broken. Every colour off it could be
+            # any class, the worst too: the layer is uncertain (never a lower level), the
+            # report is delivered, and an operator is told (job.alerts).
+            answer["stray"] = dict(reading.unknown)
+            answer["unreadable"] = {
+                "path": off.path,
+                "share": round(off.share, 4),
+                "colours": off.seen,
+            }
         if here:  # the pixel under the spot, at the portal's deepest zoom: one more tile
             tile, col, row = locate.pixel_of(*here, spot.SPOT_ZOOM)
             tile_key = tiles.tile_key(tile)
@@ -253,7 +266,7 @@ def run_assessment(
             with pixels.turn():
                 at = worked(pixels.class_at, pngs, legend, col, row)
             spots[dataset] = (legend, at, near)
-        return [maps.as_answer(reading, zone_plan)]
+        return [answer]
 
     def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
         if stop.is_set():  # a layer's thread that starts after the job stopped calls nothing

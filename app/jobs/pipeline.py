@@ -112,6 +112,12 @@ def run(job_id: uuid.UUID, stop: threading.Event) -> None:
             log.info("job %s succeeded; layer cache %s", job_id, result.get("cache"))
         else:
             log.warning("job %s ended elsewhere while finishing; its result is discarded", job_id)
+        try:  # what the result says of the data is true whether or not it was kept
+            for said in work.alerts(result):
+                _record(*said)
+        except Exception:  # noqa: BLE001 - a delivered report does not wait on an alert
+            dbretry.rollback()
+            log.exception("job %s: the work's alerts could not be recorded", job_id)
     except (transitions.JobCancelled, work.Stopped):
         log.info("job %s stopped: its row is no longer running", job_id)
     except LeaseRanOut:
@@ -177,10 +183,11 @@ ALERT_AGAIN_SECONDS = 3600.0
 
 
 def _record(code: str, key: str, detail: str) -> None:
-    """Open a critical incident for a failure the work says needs an operator: once an hour per key.
+    """Open a critical incident for what the work says needs an operator: once an hour per key.
 
-    Not tied to the job (which fails and refunds as any refundable failure does): it is
-    the work's data or sources that need an operator, whichever job met it first.
+    Not tied to the job (which fails and refunds as any refundable failure does, or
+    succeeds): it is the work's data or sources that need an operator, whichever job met
+    it first.
     """
     from ..points import incidents
 

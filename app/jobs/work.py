@@ -16,7 +16,8 @@ app/assessment/job.py; tests/minimal_work.py is a second, for the machinery's ow
   ``failure(exc)`` as its message, and the point is refunded. Anything else it raises
   fails the job as INTERNAL_ERROR, refunded too. ``alert(exc)`` may name such a failure
   that needs an operator, ``(code, key, detail)``: an incident, recorded once an hour per
-  key (it is the work's to count it).
+  key (it is the work's to count it). ``alerts(result)`` names the same of a job that
+  succeeded (its result delivered, something in it for an operator to look at), a list.
 - ``HOSTED``: ``"module:setup"``, the same work as the work's process runs it
   (offload.py: ``setup(settings(config))`` returns ``(payload, progress, stop) ->
   result``, ``payload(job_input, lang)`` made in the worker), or None: always in the
@@ -68,6 +69,8 @@ class Work(Protocol):
 
     def alert(self, exc: Exception) -> tuple[str, str, str] | None: ...
 
+    def alerts(self, result: dict[str, Any]) -> list[tuple[str, str, str]]: ...
+
     def steps(self, step: str, status: str) -> list[tuple[Any, bool]]: ...
 
     def written(self, result: dict[str, Any], lang: str | None) -> dict[str, Any] | None: ...
@@ -89,6 +92,7 @@ PARTS = (
     "payload",
     "failure",
     "alert",
+    "alerts",
     "steps",
     "written",
     "KIND",

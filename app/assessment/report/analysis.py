@@ -14,6 +14,7 @@ deterministic, so the same inputs always give the same report.
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from ..place.addresses import street_en
@@ -109,9 +110,13 @@ def _zone_row(answer: Mapping[str, Any], legend: Sequence[Any]) -> dict[str, Any
     shares = {key: round(count / total, 6) for key, count in counts.items()}
     present = [z for z in legend if not z.border and counts.get(z.key, 0) >= NOISE_PIXELS]
     stray = dict(answer.get("stray") or {})
-    if sum(stray.values()) < NOISE_PIXELS:
+    # Tiles off an unconfirmed legend (answer["unreadable"]): every colour off it counts,
+    # however few, as the layer could not be read by that legend at all.
+    if sum(stray.values()) < NOISE_PIXELS and not answer.get("unreadable"):
         stray = {}
-    return {"shares": shares, "present": present, "total": total, "stray": stray}
+    unreadable = answer.get("unreadable")
+    return {"shares": shares, "present": present, "total": total, "stray": stray,
+            **({"unreadable": unreadable} if unreadable else {})}  # fmt: skip
 
 
 def _zones_result(
@@ -130,11 +135,13 @@ def _zones_result(
     worst = max(present, key=lambda zone: (zone.level, zone.rank), default=None)
     level = (worst.level or None) if worst else None
     stray = {dataset: row["stray"] for dataset, _, row in rows if row.get("stray")}
+    off = {dataset: row["unreadable"] for dataset, _, row in rows if row.get("unreadable")}
     state = (ZONES if level else SHOWN) if worst else UNCERTAIN if stray else NO_ZONE
     return {
         "state": state,
         "index": index_of(level) if level else None,
         **({"stray": stray} if stray else {}),
+        **({"unreadable": off} if off else {}),
         "numbers": {"worst_class_share": shares[worst.key]} if worst else {},
         "shares": shares,
         "worst": worst.key if worst else None,
@@ -265,7 +272,7 @@ LAYERS: tuple[Layer, ...] = (
 # What a layer's row carries besides its index and numbers (describe passes them on).
 DETAILS = (
     "shares", "worst", "mapped", "maps", "landforms", "omitted", "legend", "mesh_classes",
-    "state", "reason", "reason_ja", "notes", "stray",
+    "state", "reason", "reason_ja", "notes", "stray", "unreadable",
 )  # fmt: skip
 
 
@@ -374,10 +381,41 @@ def analyse(
             )
             continue
         row = {"key": layer.key, **layer.read(fetched[layer.key]), "legend": legend_of(layer.key)}
-        if layer_notes := notes(layer.key, area):
+        layer_notes = notes(layer.key, area) + off_legend_notes(row.get("unreadable") or {})
+        if layer_notes:
             row["notes"] = layer_notes
         scored.append(row)
     return describe(area, lang, scored)
+
+
+OFF_LEGEND = {
+    "en": (
+        "The {path} tiles are painted in colours not in the legend public projects record"
+        " for them ({share:.0%} of the painted pixels): that legend is not confirmed against"
+        " the portal's, so this layer is read as uncertain, never as a lower level, and our"
+        " operators have been told to check it."
+    ),
+    "ja": (
+        "{path}のタイルには、公開されている他のプロジェクトが記録した凡例にない色があります"
+        "（着色された画素の{share:.0%}）。この凡例はポータルの凡例と照合できていないため、"
+        "この項目は判定できないものとして扱い、低いレベルとはしません。運営者に確認を依頼しました。"
+    ),
+}
+
+
+def off_legend_notes(unreadable: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Say, per dataset whose tiles are off its unconfirmed legend, why its layer is uncertain."""
+    from ..grid.tiles import UNCONFIRMED_SOURCE
+
+    today = date.today().isoformat()
+    return [
+        {
+            **{lang: OFF_LEGEND[lang].format(**off) for lang in LANGS},
+            "source": UNCONFIRMED_SOURCE,
+            "date": today,
+        }
+        for off in unreadable.values()
+    ]
 
 
 def describe(
