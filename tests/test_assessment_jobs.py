@@ -142,6 +142,7 @@ def test_the_running_fragment_ticks_each_layer_as_it_is_fetched(make_app, upstre
     html = client.get(status).get_data(as_text=True)
     assert ticks(html) == {
         "Flood": True,
+        "Flood (planned scale)": True,
         "Tsunami": True,
         "Storm surge": True,
         "Inland flooding": True,

@@ -119,8 +119,9 @@ def test_two_jobs_for_one_place_share_each_call(sapporo) -> None:
 # are read too: the demo's shallow storm surge (2) and its inland flooding, painted no
 # deeper than 0.5-3 m (3), weigh as flood does and draw the mean to level 5's foot.
 # House collapse (issue 46): the demo's constructed zones inside its flood zones are level
-# 5; flood duration is shown with no level (None), never weighed.
-PINNED_LEVELS = [5, 5, 2, 3, 5, None, 4, 5, 5]
+# 5; flood duration is shown with no level (None), never weighed; so is the planned scale
+# (the second), the demo's constructed zones inside flood's and shallower.
+PINNED_LEVELS = [5, None, 5, 2, 3, 5, None, 4, 5, 5]
 PINNED_SCORE = 80
 PINNED_NARRATIVE = (
     "In Sapporo-shi, Hokkaido the greatest concerns are flood, tsunami, house-collapse zone,"

@@ -193,12 +193,14 @@ def test_two_municipalities_show_no_rows_of_a_spot(make_app):
 def test_a_report_written_before_a_layer_was_read_compares_with_a_newer_one(
     two_homes, sql, older_first
 ):
-    # Yokohama's report as stored before storm surge and inland flooding were read.
+    # Yokohama's report as stored before storm surge, inland flooding and the planned scale
+    # were read.
     app, client, actions, yokohama, fukuoka = two_homes
     sql(
         "UPDATE assessment_jobs SET result = jsonb_set(result, '{layers}', (SELECT"
         " jsonb_agg(l) FROM jsonb_array_elements(result->'layers') l"
-        " WHERE l->>'key' NOT IN ('storm_surge', 'inland_flood'))) WHERE id = %(id)s",
+        " WHERE l->>'key' NOT IN ('storm_surge', 'inland_flood', 'flood_planned')))"
+        " WHERE id = %(id)s",
         id=yokohama,
     )
     order = (yokohama, fukuoka) if older_first else (fukuoka, yokohama)
@@ -206,7 +208,7 @@ def test_a_report_written_before_a_layer_was_read_compares_with_a_newer_one(
     assert response.status_code == 200
     html = response.get_data(as_text=True)
     # The newer report's layers all have their rows; the older column says it did not read them.
-    for layer in ("storm_surge", "inland_flood"):
+    for layer in ("storm_surge", "inland_flood", "flood_planned"):
         assert "Not read by this report" in cell(html, layer, "worst", yokohama)
         assert "Not read by this report" not in cell(html, layer, "worst", fukuoka)
     assert "Not read by this report" not in cell(html, "flood", "worst", yokohama)

@@ -172,8 +172,38 @@ def test_flood_duration_is_shown_and_never_moves_the_headline():
 
 
 def test_a_report_stored_before_house_collapse_and_duration_is_described_without_them():
+    # Stored before the planned scale was read too: it had seven layers.
     seven = [{"key": layer.key, "index": 0.3, "numbers": {}} for layer in analysis.LAYERS
-             if layer.key not in ("house_collapse", "flood_duration")]  # fmt: skip
+             if layer.key not in ("house_collapse", "flood_duration", "flood_planned")]  # fmt: skip
     report = analysis.describe(area(), "en", seven)
     keys = [row["key"] for row in report["layers"]]
     assert "house_collapse" not in keys and "flood_duration" not in keys and len(keys) == 7
+
+
+def test_the_planned_scale_is_shown_and_never_moves_the_headline():
+    # A flood of about once in 10 to 100 years, smaller than the planned maximum weighed as
+    # flood: its deepest class is said, with no level, weight 0, at the spot too.
+    assert analysis.WEIGHTS["flood_planned"] == 0
+    by_key = {"flood": 0.5, "tsunami": 0.1, "liquefaction": 0.3, "landslide": 0.3, "seismic": 0.3}
+    rows = [{"key": k, "index": v, "numbers": {}} for k, v in by_key.items()]
+    legend = analysis.legend_of("flood_planned")
+    assert {c["level"] for c in legend} == {0}
+    shown = {"key": "flood_planned", "index": None, "numbers": {}, "state": analysis.SHOWN,
+             "worst": "5-10", "legend": legend,
+             "at_point": {"key": "5-10", "en": "5 to 10 m", "ja": "5m以上10m未満"}}  # fmt: skip
+    old, new = (analysis.describe(area(), "en", rows + extra) for extra in ([], [shown]))
+    assert (new["level"], new["score"], new["worst"]) == (old["level"], old["score"], old["worst"])
+    assert new["level"] == 3  # flood's 0.5 m to 3 m, not the planned scale's 5 to 10 m
+    row = next(row for row in new["layers"] if row["key"] == "flood_planned")
+    assert row["level"] is None and row["state"] == analysis.SHOWN
+    assert row["label"] == "Deepest: 5 to 10 m (a detail of flood: shown, not weighed)"
+    assert analysis.spot_level(row) is None  # a point's headline never weighs it either
+    assert "planned scale" not in new["narrative"].lower()
+    ja = analysis.describe(area(), "ja", rows + [shown])
+    said = next(r for r in ja["layers"] if r["key"] == "flood_planned")["label"]
+    assert said.startswith("最も深い区分：5m以上10m未満")
+    # A report stored before the planned scale was read is described without it, never
+    # "no zone"; a stored row without a state is shown by its deepest class.
+    assert "flood_planned" not in [r["key"] for r in old["layers"]]
+    stateless = {k: v for k, v in shown.items() if k != "state"}
+    assert analysis.state_of(stateless) == analysis.SHOWN

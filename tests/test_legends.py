@@ -142,6 +142,30 @@ def test_each_published_colour_reads_as_its_class_and_sets_its_level(path, colou
     assert zone.planned == ("planned" in key)
 
 
+# 01_flood_l1_shinsuishin_newlegend_data, the planned scale (計画規模, 現在の凡例): GSI's own
+# layer configuration (gsimaps, layers_kasaneruhazardmap.txt) links it to the same image as
+# the planned maximum, shinsui_legend3.png, so the same eight colours; a detail of flood,
+# shown and never weighed, so no class sets a level (0).
+PLANNED = "01_flood_l1_shinsuishin_newlegend_data"
+PLANNED_IMAGE = "https://disaportal.gsi.go.jp/maps/image/legend/shinsui_legend3.png"
+
+
+@pytest.mark.parametrize(("colour", "key", "level"), DEPTH)
+def test_the_planned_scale_reads_the_depth_legend_and_sets_no_level(colour, key, level):
+    tile, outline = inside_tile()
+    reading = tiles.read_tiles(tiles.LEGENDS[PLANNED], outline, [(tile, filled(rgb(colour)))])
+    assert reading.counts[key] == SIZE * SIZE
+    zone = next(zone for zone in tiles.LEGENDS[PLANNED] if zone.key == key)
+    assert zone.colour == colour and zone.level == 0 and zone.source == PLANNED_IMAGE
+    at_maximum = next(zone for zone in tiles.LEGENDS[FLOOD] if zone.key == key)
+    assert (zone.rank, zone.label_en, zone.label_ja) == (
+        at_maximum.rank,
+        at_maximum.label_en,
+        at_maximum.label_ja,
+    )
+    assert ZONE_DATASETS["flood_planned_zones"] == PLANNED
+
+
 @pytest.mark.parametrize(("path", "colour", "key", "level"), UNCONFIRMED_COLOURS)
 def test_house_collapse_and_duration_colours_read_as_their_class_and_say_whose_word(
     path, colour, key, level

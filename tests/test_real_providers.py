@@ -736,20 +736,57 @@ def test_an_explicit_provider_always_wins(make_app, service) -> None:
     assert "data-provider-mode" not in page
 
 
+@pytest.mark.parametrize("dataset", ["inland_flood_zones", "flood_planned_zones"])
 def test_an_unconfirmed_layer_s_missing_sample_is_said_but_keeps_the_real_data(
-    make_app, service: Service
+    make_app, service: Service, dataset: str
 ) -> None:
-    # Inland flooding's path is recorded by third parties only: its sample missing is what
-    # providers-check reports, not a reason to serve the demo for every layer.
-    inland = ZONE_DATASETS["inland_flood_zones"]
-    service.answer = lambda path: (404, b"Not Found", {}) if inland in path else normal(path)
+    # Inland flooding's path is recorded by third parties only, and the planned scale's
+    # sample tile was chosen, not fetched: their sample missing is what providers-check
+    # reports, not a reason to serve the demo for every layer.
+    moved = ZONE_DATASETS[dataset]
+    service.answer = lambda path: (404, b"Not Found", {}) if moved in path else normal(path)
     app = make_app(**config(service))
     result = app.test_cli_runner().invoke(args=["providers-check"])
-    assert result.exit_code == 1 and f"FAILED inland_flood_zones: portal {inland}" in result.output
+    assert result.exit_code == 1 and f"FAILED {dataset}: portal {moved}" in result.output
     app = make_app(**config(service, LAYER_PROVIDER=""))
     choice = app.extensions["provider_choice"]
     assert choice["mode"] == "real"
-    assert "not confirmed: inland_flood_zones: the sample tile is missing" in choice["reason"]
+    assert f"not confirmed: {dataset}: the sample tile is missing" in choice["reason"]
+
+
+def test_the_planned_scale_is_read_on_its_national_path_and_shown_not_weighed(
+    make_app, service: Service
+) -> None:
+    # Constructed to the depth legend (tests/recorded/README.md): the planned scale 5-10 m
+    # (#FF9191) over the ward, deeper than the 1-3 m normal() paints for the planned maximum,
+    # which a real portal would not do: so the test tells weighed from not. Before: not read.
+    planned = ZONE_DATASETS["flood_planned_zones"]
+    assert planned == "01_flood_l1_shinsuishin_newlegend_data"
+    client, job_id, report = painted_report(
+        make_app, service, {f"/portal/{planned}/": (0xFF, 0x91, 0x91, 255)}
+    )
+    by_key = {layer["key"]: layer for layer in report["layers"]}
+    at_scale, flood = by_key["flood_planned"], by_key["flood"]
+    assert (at_scale["state"], at_scale["worst"], at_scale["level"]) == ("shown", "5-10", None)
+    assert at_scale["shares"]["5-10"] == 1.0 and at_scale["real"] is True
+    assert at_scale["source"][0]["dataset_id"] == planned
+    assert service.count(f"/portal/{planned}/") == len(zones.plan(resolve_place(PAINTED)).tiles)
+    # Its legend, beside every colour: the image GSI's layer configuration gives it.
+    assert {c["source"] for c in at_scale["legend"]} == {
+        "https://disaportal.gsi.go.jp/maps/image/legend/shinsui_legend3.png"
+    }
+    # Never weighed: flood stays level 3 and the planned scale heads nothing.
+    assert (flood["worst"], flood["level"]) == ("1-3", 3)
+    assert "flood_planned" not in report["worst"]
+    # GSI's note (still being prepared, the old legend), with its source and date.
+    assert any("旧凡例" in note["ja"] and note["date"] for note in at_scale["notes"])
+    credit = report["provenance"]["services"][0]
+    assert "洪水浸水想定区域（計画規模）" in credit["credit_ja"] and planned in credit["datasets"]
+    page = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
+    assert 'data-layer="flood_planned" data-state="shown"' in page
+    assert "最も深い区分：5m以上10m未満" in page
+    english = client.get(f"/assessments/{job_id}?lang=en").get_data(as_text=True)
+    assert "Deepest: 5 to 10 m (a detail of flood: shown, not weighed)" in english
 
 
 def test_house_collapse_and_flood_duration_are_read_on_their_national_paths(

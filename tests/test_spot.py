@@ -188,7 +188,7 @@ def test_an_address_placed_at_its_chome_is_headed_by_its_circle(app, query, by_s
     area = resolve_place(query)
     at = {"landslide": "none", "seismic": "lt0.1"}
     index = {"flood": None, "tsunami": None, "storm_surge": None, "inland_flood": None,
-             "house_collapse": None, "flood_duration": None,
+             "house_collapse": None, "flood_duration": None, "flood_planned": None,
              "liquefaction": 0.1, "landslide": 0.9, "seismic": 0.1}  # fmt: skip
     rows = [
         {"key": layer.key, "index": index[layer.key], "numbers": {}, "legend": legend_of(layer.key),

@@ -450,6 +450,30 @@ def test_the_demo_s_inland_flooding_stops_at_0_5_to_3_m():
     assert "0.5-3" in seen  # it does reach its deepest class
 
 
+def test_the_demo_s_planned_scale_lies_inside_its_flood_zones_and_is_shallower():
+    # Constructed: the planned scale (計画規模) is a smaller flood than the planned maximum,
+    # so the demo paints it only where it paints flood, and in a shallower class there.
+    from app.assessment.sources import portal
+
+    legend = tiles.LEGENDS[portal.ZONE_DATASETS["flood_planned_zones"]]
+    painted = shallower = 0
+    for x in range(3630, 3646):  # a row of z12 tiles across Kanto's plain
+        key = f"12/{x}/1612"
+        planned_png, flood_png = (
+            portal.paint(ds, key) for ds in ("flood_planned_zones", "flood_zones")
+        )
+        if planned_png is None:
+            continue
+        planned = tiles.classify(tiles.read_rgba(planned_png), legend)
+        flood = tiles.classify(tiles.read_rgba(flood_png), legend)
+        inside = planned > 0
+        assert (flood[inside] > 0).all()  # never outside flood's zones
+        assert (planned[inside] < flood[inside]).all()  # and shallower at every pixel
+        painted += int(inside.sum())
+        shallower += int((flood > 0).sum() - inside.sum())
+    assert painted and shallower > 0  # painted somewhere, and less than flood
+
+
 def test_progress_counts_tiles_and_meshes_done_of_those_planned(monkeypatch):
     from app.assessment import work
 

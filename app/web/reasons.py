@@ -15,6 +15,10 @@ DATASETS = {
     "ground": ("ground", "地盤"),
     "faults": ("faults and shaking", "活断層と揺れ"),
     "flood_zones": ("flood inundation zones", "洪水浸水想定区域"),
+    "flood_planned_zones": (
+        "flood inundation zones (planned scale)",
+        "洪水浸水想定区域（計画規模）",
+    ),
     "tsunami_zones": ("tsunami inundation zones", "津波浸水想定"),
     "storm_surge_zones": ("storm surge inundation zones", "高潮浸水想定区域"),
     "inland_flood_zones": ("inland flooding zones", "内水浸水想定区域"),

@@ -49,6 +49,10 @@ LEGEND_IMAGES = "https://disaportal.gsi.go.jp/hazardmap/copyright/img/"
 DEPTH_SOURCE = LEGEND_IMAGES + "shinsui_legend3.png"
 # Inland flooding has its own legend image, in the same colours (docs/providers.md).
 INLAND_SOURCE = LEGEND_IMAGES + "naisui_legend.png"
+# Flood depth at the planned scale (計画規模, "現在の凡例"): GSI's own layer configuration
+# for the portal's map (gsi-cyberjapan/gsimaps, layers_txt/layers_kasaneruhazardmap.txt)
+# gives this legend image for it, the same image it gives for the planned maximum.
+PLANNED_SOURCE = "https://disaportal.gsi.go.jp/maps/image/legend/shinsui_legend3.png"
 # House-collapse zones and flood duration: colours as public projects record them (a
 # popup table of the portal's colours in a public gsimaps add-on, layer tables of map
 # apps); no GSI legend image of theirs was found, so no image is named: their source says
@@ -110,10 +114,15 @@ INLAND_ROWS = (
 )  # fmt: skip
 
 
-def _depth(source: str, rows: tuple[tuple[str, str, int, str, str], ...] = DEPTH_ROWS):
-    """Return the portal's eight-class depth legend (shinsui_legend3.png), one per dataset."""
+def _depth(
+    source: str, rows: tuple[tuple[str, str, int, str, str], ...] = DEPTH_ROWS, weighed=True
+):
+    """Return the portal's eight-class depth legend (shinsui_legend3.png), one per dataset.
+
+    weighed False: the classes set no level (0), as a detail of flood's (the planned scale).
+    """
     return tuple(
-        ZoneClass(key, colour, rank, en, ja, level, source)
+        ZoneClass(key, colour, rank, en, ja, level if weighed else 0, source)
         for rank, (key, colour, level, en, ja) in enumerate(rows, start=1)
     )
 
@@ -184,6 +193,10 @@ LEGENDS: dict[str, tuple[ZoneClass, ...]] = {
     # GSI's catalogue; docs/providers.md); `providers-check` is the operator's check.
     "03_hightide_l2_shinsuishin_data": _depth(DEPTH_SOURCE),
     "02_naisui_pref_data": _depth(INLAND_SOURCE, INLAND_ROWS),
+    # Flood depth at the planned scale (計画規模, about once in 10 to 100 years): the same
+    # depth legend, its classes setting no level: a smaller, more frequent flood than the
+    # planned maximum already weighed, shown as a detail of flood (docs/providers.md).
+    "01_flood_l1_shinsuishin_newlegend_data": _depth(PLANNED_SOURCE, weighed=False),
     # House collapse (家屋倒壊等氾濫想定区域), two datasets of one layer, and flood duration:
     # paths and colours third parties record (unconfirmed; docs/providers.md).
     "01_flood_l2_kaokutoukai_hanran_data": _collapse(

@@ -1,8 +1,9 @@
 """From what the layers read to hazard levels, an overall score and a short narrative.
 
-Flood, tsunami, storm surge, inland flooding, house collapse, flood duration and landslide
-read the designated zones of the hazard map portal over the place's outline (shares of the
-area per legend class); liquefaction the landform class of the 250 m meshes inside it;
+Flood (at the planned maximum and, shown only, the planned scale), tsunami, storm surge,
+inland flooding, house collapse, flood duration and landslide read the designated zones of
+the hazard map portal over the place's outline (shares of the area per legend class);
+liquefaction the landform class of the 250 m meshes inside it;
 seismic J-SHIS's 30-year probability of strong shaking there.
 Each layer's level, 1 (very low) to 5 (very high), follows from those shares by the rules
 below (SIGNIFICANT, DEPTH_LEVEL, the landslide, liquefaction and shaking rules); its index
@@ -50,13 +51,21 @@ OMITTED, READ, NO_DATA = "omitted", "read", "no_data"
 # special warning zone never leaves the headline for a few stray pixels) and the report
 # says it could be worse.
 UNCERTAIN = "uncertain"
-# A zone layer whose classes set no level (flood duration: how long the water stays is a
-# detail of flood): its zones are shown, with the longest class found, and not weighed.
+# A zone layer whose classes set no level (flood duration: how long the water stays; the
+# planned scale: a smaller, more frequent flood than the planned maximum weighed as flood):
+# a detail of flood, its zones shown, with the worst class found, and not weighed.
 SHOWN = "shown"
-SHOWN_LABEL = {
-    "en": "Longest: {} (a detail of flood: shown, not weighed)",
-    "ja": "最も長い区分：{}（洪水の詳細として示し、レベルには数えません）",
+SHOWN_LABELS = {
+    "flood_duration": {
+        "en": "Longest: {} (a detail of flood: shown, not weighed)",
+        "ja": "最も長い区分：{}（洪水の詳細として示し、レベルには数えません）",
+    },
+    "flood_planned": {
+        "en": "Deepest: {} (a detail of flood: shown, not weighed)",
+        "ja": "最も深い区分：{}（洪水の詳細として示し、レベルには数えません）",
+    },
 }
+SHOWN_LABEL = SHOWN_LABELS["flood_duration"]
 STATE_LABELS = {
     NO_ZONE: (
         "No designated zone found (not necessarily safe: the data may not be prepared)",
@@ -240,6 +249,17 @@ class Layer:
 
 LAYERS: tuple[Layer, ...] = (
     Layer("flood", "Flood", "洪水", ("flood_zones",), _zones, 0.25),
+    # The planned scale (計画規模): a flood of about once in 10 to 100 years, smaller and
+    # more frequent than the planned maximum flood weighs; its classes set no level, so it
+    # is shown as a detail of flood, never weighed (docs/providers.md, "The headline").
+    Layer(
+        "flood_planned",
+        "Flood (planned scale)",
+        "洪水（計画規模）",
+        ("flood_planned_zones",),
+        _zones,
+        0,
+    ),
     Layer("tsunami", "Tsunami", "津波", ("tsunami_zones",), _zones, 0.15),
     # Storm surge and inland flooding are water over the land on the same depth scale and
     # level rule as flood, and weigh as flood does (docs/providers.md, "The headline").
@@ -446,7 +466,8 @@ def describe(
         label = LABELS[lang][level - 1] if level else STATE_LABELS[state][lang == "ja"]
         if state == SHOWN:
             names = {c["key"]: c[lang] for c in row.get("legend", ())}
-            label = SHOWN_LABEL[lang].format(names.get(row.get("worst"), row.get("worst")))
+            said = SHOWN_LABELS.get(layer.key, SHOWN_LABEL)[lang]
+            label = said.format(names.get(row.get("worst"), row.get("worst")))
         if level and level < 5 and row.get("stray"):  # a known level, the least it can be
             label += AT_LEAST[lang]
         layers.append(
@@ -521,7 +542,8 @@ def chome_only(area: Area) -> bool:
 
 WEIGHTS = {layer.key: layer.weight for layer in LAYERS}
 ZONE_LAYERS = ("flood", "tsunami", "storm_surge", "inland_flood", "house_collapse", "landslide")
-DETAIL_LAYERS = ("flood_duration",)  # zones shown, never weighed: their classes set no level
+# Zones shown, never weighed: their classes set no level.
+DETAIL_LAYERS = ("flood_planned", "flood_duration")
 
 
 def state_of(row: Mapping[str, Any]) -> str:

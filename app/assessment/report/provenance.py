@@ -35,16 +35,18 @@ JSHIS_GROUND_REFERENCE = (
 
 COVERAGE_NAMES = {
     "flood": ("洪水", "flood"),
+    "flood_planned": ("洪水（計画規模）", "flood (planned scale)"),
     "tsunami": ("津波", "tsunami"),
     "storm_surge": ("高潮", "storm surge"),
     "inland_flood": ("内水", "inland flooding"),
     "house_collapse": ("家屋倒壊等氾濫想定区域", "house-collapse zones"),
     "flood_duration": ("浸水継続時間", "flood duration"),
 }
-# The flood-type datasets the portal's credit names (depths, house collapse, duration), in the
-# report's order.
+# The flood-type datasets the portal's credit names (depths at both scales, house collapse,
+# duration), in the report's order.
 DEPTH_NAMES = {
     "flood_zones": ("洪水浸水想定区域（想定最大規模）", "flood (planned maximum)"),
+    "flood_planned_zones": ("洪水浸水想定区域（計画規模）", "flood (planned scale)"),
     "tsunami_zones": ("津波浸水想定", "tsunami"),
     "storm_surge_zones": ("高潮浸水想定区域", "storm surge"),
     "inland_flood_zones": ("内水（雨水出水）浸水想定区域", "inland flooding"),

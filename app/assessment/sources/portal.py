@@ -45,6 +45,8 @@ DEFAULT_URL = "https://disaportaldata.gsi.go.jp/raster"
 # The datasets (as the analysis names them) and the portal's ids.
 ZONE_DATASETS = {
     "flood_zones": "01_flood_l2_shinsuishin_data",
+    # The planned scale (計画規模, "現在の凡例"), as GSI's own layer configuration names it.
+    "flood_planned_zones": "01_flood_l1_shinsuishin_newlegend_data",
     "tsunami_zones": "04_tsunami_newlegend_data",
     # Recorded by public projects, not yet confirmed against GSI's catalogue
     # (docs/providers.md): `providers-check` asks each for a sample tile.
@@ -73,6 +75,7 @@ def split_key(key: str) -> tuple[str, str]:
 CREDIT_JA = "出典：ハザードマップポータルサイト（国土交通省）の{name}を加工して作成"
 NAMES_JA = {
     "flood_zones": "洪水浸水想定区域（想定最大規模）",
+    "flood_planned_zones": "洪水浸水想定区域（計画規模）",
     "tsunami_zones": "津波浸水想定",
     "storm_surge_zones": "高潮浸水想定区域",
     "inland_flood_zones": "内水（雨水出水）浸水想定区域",
@@ -85,6 +88,7 @@ NAMES_JA = {
 }
 NAMES_EN = {
     "flood_zones": "flood inundation zones (planned maximum)",
+    "flood_planned_zones": "flood inundation zones (planned scale)",
     "tsunami_zones": "tsunami inundation zones",
     "storm_surge_zones": "storm surge inundation zones",
     "inland_flood_zones": "inland (stormwater) flooding zones",
@@ -217,6 +221,10 @@ UNCONFIRMED = frozenset(
         "flood_duration_zones",
     }
 )
+# Datasets whose sample failing the start probe says, never a reason to serve the demo
+# for every layer: the unconfirmed ones, and the planned scale, whose path and legend GSI's
+# own layer configuration gives but whose sample tile was chosen, not fetched.
+SAMPLE_UNSURE = UNCONFIRMED | {"flood_planned_zones"}
 # Per dataset, a tile known to be painted (fetched in 2026-10, docs/providers.md): Tokyo's
 # flood depths, Sendai's tsunami depths, and Tokyo's three landslide layers (13, z8).
 # Storm surge and inland flooding: tiles chosen, not fetched (no live access when they were
@@ -225,8 +233,11 @@ UNCONFIRMED = frozenset(
 # replaces them. House collapse and flood duration: a z17 tile by the Ōta river in Hiroshima
 # whose flood-flow and duration tiles a public project keeps as test fixtures (their digests
 # recorded, not fetched here); bank erosion asked at the same tile, chosen, not known painted.
+# The planned scale: flood's own sample tile (Tokyo's eastern lowlands, painted at the
+# planned maximum), chosen, not fetched: the planned scale floods less of it.
 SAMPLE_TILES = {
     "flood_zones": "12/3638/1612",
+    "flood_planned_zones": "12/3638/1612",
     "tsunami_zones": "12/3651/1577",
     "storm_surge_zones": "12/3639/1613",
     "inland_flood_zones": "27/12/3589/1626",
@@ -288,6 +299,7 @@ def describe_check(result: dict[str, Any]) -> str:
 # The demo: how much of a place each dataset's field paints, and how deep.
 DEMO_COVER = {
     "flood_zones": 0.35,
+    "flood_planned_zones": 0.2,  # of flood's own field: inside the demo's flood zones
     "tsunami_zones": 0.5,  # of the land near the sea
     "storm_surge_zones": 0.4,  # of the land near the sea
     "inland_flood_zones": 0.25,
@@ -325,6 +337,10 @@ SEA_DATASETS = frozenset({"tsunami_zones", "storm_surge_zones"})
 WITHIN_FLOOD = frozenset(
     {"house_collapse_flow_zones", "house_collapse_bank_zones", "flood_duration_zones"}
 )
+# Constructed too: the planned scale is a smaller flood than the planned maximum, so the
+# demo paints it on flood's own field (DEMO_COVER of it, inside flood's zones) this many
+# depth classes shallower than flood's class at the same pixel (never under the first).
+SHALLOWER_THAN_FLOOD = {"flood_planned_zones": 2}
 
 
 @lru_cache(maxsize=PAINTED_TILES // 2)
@@ -357,7 +373,8 @@ def paint(dataset: str, key: str) -> bytes | None:
     Tsunami and storm surge zones are painted only on land near the sea (near_the_sea,
     kept per tile: both ask it), so a demo report never puts them far inland; inland
     flooding stops at its DEMO_DEEPEST class; house-collapse zones and flood durations lie
-    inside the demo's flood zones (WITHIN_FLOOD). The tile is a palette PNG, as the portal's are:
+    inside the demo's flood zones (WITHIN_FLOOD), and the planned scale inside them and
+    shallower (SHALLOWER_THAN_FLOOD). The tile is a palette PNG, as the portal's are:
     index 0 transparent, then the legend's colours.
     """
     import shapely
@@ -369,7 +386,7 @@ def paint(dataset: str, key: str) -> bytes | None:
         legend = legend[: keys.index(DEMO_DEEPEST[dataset]) + 1]
     # The field at every 4th pixel, spread over 4 x 4 blocks: a demo needs no finer.
     lon, lat = np.meshgrid(*(axis[::4] for axis in pixel_axes(tile)))
-    coarse = demo_field(dataset, lon, lat)
+    coarse = demo_field("flood_zones" if dataset in SHALLOWER_THAN_FLOOD else dataset, lon, lat)
     if dataset in SEA_DATASETS:
         coast = near_the_sea(tile)
         if coast.is_empty:
@@ -384,7 +401,13 @@ def paint(dataset: str, key: str) -> bytes | None:
     if not painted.any():
         return None  # as the portal does: no tile where nothing is mapped
     depth = np.clip((field - threshold) / (1.0 - threshold), 0, 0.999)
-    index = np.where(painted, (depth * len(legend)).astype(np.uint8) + 1, 0).astype(np.uint8)
+    classes = (depth * len(legend)).astype(np.uint8) + 1
+    if dataset in SHALLOWER_THAN_FLOOD:  # flood's class at each pixel, made shallower
+        above = 1.0 - DEMO_COVER["flood_zones"]
+        flood = np.clip((field - above) / (1.0 - above), 0, 0.999)
+        classes = (flood * len(legend)).astype(np.int16) + 1 - SHALLOWER_THAN_FLOOD[dataset]
+        classes = np.maximum(classes, 1).astype(np.uint8)
+    index = np.where(painted, classes, 0).astype(np.uint8)
     image = Image.fromarray(index, "P")
     image.putpalette([0, 0, 0, *(channel for zone in legend for channel in zone.rgb)])
     out = io.BytesIO()

@@ -483,12 +483,12 @@ def probe(config: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
     results = check_real(real, timeout, sites=False)
     failures = list(
         dict.fromkeys(
-            short for name, ok, _, short in results if not ok and name not in portal.UNCONFIRMED
+            short for name, ok, _, short in results if not ok and name not in portal.SAMPLE_UNSURE
         )
     )
     if failures:
         return False, "; ".join(failures)
-    unsure = [short for name, ok, _, short in results if not ok and name in portal.UNCONFIRMED]
+    unsure = [short for name, ok, _, short in results if not ok and name in portal.SAMPLE_UNSURE]
     if unsure:  # said, never a reason to drop every real layer
         return True, "J-SHIS and the hazard map portal answered; not confirmed: " + "; ".join(
             unsure
