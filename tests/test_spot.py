@@ -34,6 +34,7 @@ from tests.test_real_providers import RECORDED
 
 SPOT = (35.4540, 139.6380)  # Yokohama, in J-SHIS mesh 5339154113 (the recorded answers')
 FLOOD = tiles.LEGENDS[ZONE_DATASETS["flood_zones"]]
+PLANNED = tiles.LEGENDS[ZONE_DATASETS["flood_planned_zones"]]
 SLOPE = tiles.LEGENDS[ZONE_DATASETS["steep_slope_zones"]]
 
 
@@ -43,6 +44,7 @@ def zone(legend: tuple, key: str) -> tiles.ZoneClass:
 
 AT_SPOT = zone(FLOOD, "1-3")  # painted within HERE_M of the spot
 RING = zone(FLOOD, "3-5")
+PLANNED_AT_SPOT = zone(PLANNED, "0.3-0.5")  # the planned scale: shallower, and no ring
 SPECIAL = zone(SLOPE, "steep_slope_special")
 # What the constructed tiles hold, in metres east and north of the spot:
 HERE_M = 40  # flood 1-3 m within 40 m of the spot, 3-5 m in a ring 200-230 m out
@@ -69,6 +71,8 @@ def painted(dataset: str, key: str) -> bytes | None:
     rgba = np.zeros((tiles.TILE_SIZE, tiles.TILE_SIZE, 4), dtype=np.uint8)
     if dataset == "flood_zones":
         paint = {AT_SPOT: distance <= HERE_M, RING: (distance >= 200) & (distance <= 230)}
+    elif dataset == "flood_planned_zones":
+        paint = {PLANNED_AT_SPOT: distance <= HERE_M}
     elif dataset == "steep_slope_zones":
         low, high = SQUARE
         square = (east >= low) & (east <= high) & (north >= low) & (north <= high)
@@ -312,6 +316,12 @@ def test_a_point_report_says_what_lies_at_the_spot_and_how_far_the_zones_are(sta
     }
     assert layer(report, "tsunami")["at_point"]["key"] == "none"
     assert layer(report, "tsunami")["nearest"] == {}
+    # The planned scale's pixel at the spot, shown (0.3-0.5 m there), never a level.
+    at_scale = layer(report, "flood_planned")
+    said = {"key": "0.3-0.5", "en": "0.3 to 0.5 m", "ja": "0.3m以上0.5m未満"}
+    assert at_scale["at_point"] == said
+    assert at_scale["nearest"] == {"0.3-0.5": {"metres": 0, "bearing": None, "direction": ""}}
+    assert (at_scale["state"], at_scale["level"], at_scale["worst"]) == ("shown", None, "0.3-0.5")
     # The mesh layers name the spot's 250 m mesh: JCODE 15 (a delta: high), 40.6 % (26 % or more).
     liquefaction, seismic = layer(report, "liquefaction"), layer(report, "seismic")
     assert liquefaction["at_point"] == {
@@ -323,8 +333,8 @@ def test_a_point_report_says_what_lies_at_the_spot_and_how_far_the_zones_are(sta
 def test_a_point_report_is_headed_by_its_spot_with_the_circle_beside_it(stand) -> None:
     report = point_report(make_provider(real(stand)))
     # At the spot: flood 1-3 m (level 3), no landslide zone, a high liquefaction tendency
-    # (5) and shaking of 26 % or more (5). Within the circle the 3-5 m ring (4) and the
-    # steep-slope special zone (5) count too.
+    # (5) and shaking of 26 % or more (5); the planned scale's 0.3-0.5 m is not weighed.
+    # Within the circle the 3-5 m ring (4) and the steep-slope special zone (5) count too.
     assert report["level"] == 5 and report["worst"] == ["liquefaction", "seismic"]
     circle = report["circle"]
     assert circle["level"] == 5 and circle["worst"] == ["liquefaction", "landslide", "seismic"]
