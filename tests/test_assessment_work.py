@@ -310,9 +310,10 @@ def test_the_bar_is_the_mean_share_of_the_layers_read_not_of_those_ticked(monkey
     try:
         others = {layer.key for layer in LAYERS} - {"house_collapse"}
         wait_until(lambda: held.is_set() and steps and layers_ticked(steps[-1][0]) == others)
-        # Seven of the eight layers read whole and one half-way: 90 x 7.5 / 8. Tsunami,
-        # ticked, is neither counted as read whole (85 %) nor as nothing read (75 %).
-        expected = int(90 * 7.5 / 8)
+        # Every layer read here (all but tsunami) whole but one, half-way: 90 x (n - 0.5) / n.
+        # Tsunami, ticked, counts neither as read whole nor as nothing read.
+        n = len(LAYERS) - 1
+        expected = int(90 * (n - 0.5) / n)
         deadline = time.monotonic() + TIMEOUT
         while steps[-1][1] < expected and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -102,6 +102,7 @@ def with_sites(stand: Stand) -> dict:
         ("flood", "zones", 1),
         ("house_collapse", "zones", 1),
         ("flood_duration", "shown", 1),
+        ("flood_planned", "shown", 1),
         ("landslide", "zones", 2),
         ("storm_surge", "zones", 3),
         ("tsunami", "uncertain", 5),  # the zone may be there: its sites are listed
@@ -124,7 +125,7 @@ def test_hazards_are_listed_once_in_report_order_with_every_layer_that_found_the
              else "zones", "index": 0.5} for layer in LAYERS]  # fmt: skip
     found = sites.present(rows)
     assert list(found) == [1, 5, 3, 7, 4, 2]
-    assert found[1] == ["flood", "house_collapse", "flood_duration"]
+    assert found[1] == ["flood", "flood_planned", "house_collapse", "flood_duration"]
     assert found[4] == ["liquefaction", "seismic"]
 
 
@@ -232,7 +233,8 @@ def test_a_real_point_report_lists_the_nearest_sites_per_hazard_present(stand) -
     assert [h["code"] for h in section["hazards"]] == [1, 4, 2]
     assert hazard(report, 2)["state"] == "none_near" and hazard(report, 2)["sites"] == []
     flood = hazard(report, 1)
-    assert flood["state"] == "sites" and flood["layers"] == ["flood"]
+    # The planned scale's zones (test_spot's tiles paint them too) are flood's as well.
+    assert flood["state"] == "sites" and flood["layers"] == ["flood", "flood_planned"]
     assert [(s["name"], s["metres"], s["direction"]) for s in flood["sites"]] == [
         ("第一小学校", 500, "NE"),
         ("河川敷の高台", 1200, "W"),
@@ -271,7 +273,8 @@ def test_the_report_page_lists_the_sites_and_marks_them_on_the_map(make_app, sta
     block = page[page.index('<section class="report-sites"') :]
     block = block[: block.index("</section>")]
     text = re.sub(r"\s+", "", re.sub(r"<[^>]+>", "", block))
-    assert "洪水：1.第一小学校（北東へ約500m）、2.河川敷の高台（西へ約1.2km）" in text
+    flood = "洪水（洪水・洪水（計画規模））："
+    assert flood + "1.第一小学校（北東へ約500m）、2.河川敷の高台（西へ約1.2km）" in text
     assert "地震（液状化・地震の揺れ）：1.中央公園（南へ約150m）" in text
     assert "市町村の避難計画ではありません" in text
     assert (
@@ -281,7 +284,7 @@ def test_the_report_page_lists_the_sites_and_marks_them_on_the_map(make_app, sta
     assert "データの更新日2026-09-01" in text
     assert latin_words(block) == []
     # The flood map carries the flood sites beside the pin; the shaking map the quake sites.
-    flood_map = page[page.index('data-layer="flood">') :]
+    flood_map = page[page.index('<figure class="report-map" data-layer="flood"') :]
     flood_map = flood_map[: flood_map.index("</figure>")]
     assert flood_map.count('class="report-site"') == 2
     assert 'data-site="2" data-on-map="edge"' in flood_map
@@ -293,7 +296,7 @@ def test_the_report_page_lists_the_sites_and_marks_them_on_the_map(make_app, sta
     english = client.get(f"/assessments/{job_id}?lang=en").get_data(as_text=True)
     assert '1. <span lang="ja">第一小学校</span> (about 500 m north-east)' in english
     assert "<strong>Earthquake</strong> (liquefaction, earthquake shaking): " in english
-    assert "<strong>Flood</strong>: " in english  # found by the flood layer alone
+    assert "<strong>Flood</strong> (flood, flood (planned scale)): " in english
     assert "This is not the municipality's evacuation plan" in english
 
 

@@ -18,10 +18,12 @@ from .analysis import READ, SHOWN, UNCERTAIN, ZONES, state_of
 from .spot import rounded
 
 # A report layer -> the GSI hazard type of the sites designated for it
-# (sources/evacuation.HAZARDS): house collapse and flood duration are details of flood.
+# (sources/evacuation.HAZARDS): house collapse, flood duration and the planned scale are
+# details of flood.
 LAYER_HAZARD = {
     "flood": 1,
     "flood_duration": 1,
+    "flood_planned": 1,
     "house_collapse": 1,
     "landslide": 2,
     "storm_surge": 3,
