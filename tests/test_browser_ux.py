@@ -271,11 +271,20 @@ def test_places_as_newcomers_type_them_are_named_before_a_point_is_spent(browser
     assert violations == []
 
 
+# Kyoto's eleven wards: the whole city's preview suggests one of them, never a 中央区.
+KYOTO_WARDS = "北|上京|左京|中京|東山|下京|南|右京|伏見|山科|西京"
+KYOTO_WARDS_EN = (
+    "Kita|Kamigyo|Sakyo|Nakagyo|Higashiyama|Shimogyo|Minami|Ukyo|Fushimi|Yamashina|Nishikyo"
+)
+EXPIRE = {"en": "3 points expire on ", "ja": "3ポイントが失効します。"}
+
+
 @pytest.mark.parametrize("lang", ["en", "ja"])
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_a_second_home_waits_named_then_starts_in_one_click(browser, live, size, lang):
     # Two homes took a minute: the second tab's submit was refused with a bare "already
-    # running", and nothing said when the first had ended.
+    # running", and nothing said when the first had ended. The rough edges met on the way
+    # are walked here too, in the same server.
     server = live(ASSESSMENT_WORK_SECONDS="6")
     context = browser.new_context(viewport=size)  # two tabs, one session
     page = context.new_page()
@@ -283,12 +292,34 @@ def test_a_second_home_waits_named_then_starts_in_one_click(browser, live, size,
     sign_up(page, server, f"homes-{lang}{size['width']}@example.com")
     if lang == "ja":
         to_japanese(page, server)
+    # The balance says when its points expire, on the dashboard and /points (e641e48).
+    for path in ("/", "/points"):
+        page.goto(server.url + path)
+        assert EXPIRE[lang] in page.locator("#expiry").inner_text(), path
+    # Each time zone is named once (71bb5be).
+    page.goto(server.url + "/account")
+    zones = page.locator("#timezone option").all_inner_texts()
+    assert len(zones) > 300 and len(set(zones)) == len(zones), sorted(
+        {z for z in zones if zones.count(z) > 1}
+    )
     start = page.locator("form[novalidate] button[type=submit]")
     page.goto(server.url + "/assessments/new")
+    # A whole city's example is one of its own wards (9e4f6ff: Kyoto has no 中央区).
+    page.locator("#query").fill("Kyoto" if lang == "en" else "京都市")
+    example = page.locator("#place-preview p", has_text=re.compile("for example|例："))
+    wards = (
+        rf"for example Kyoto-shi ({KYOTO_WARDS_EN})-ku"
+        if lang == "en"
+        else rf"例：京都市({KYOTO_WARDS})区"
+    )
+    assert re.search(wards, example.inner_text()), example.inner_text()
     page.locator("#query").fill("Osaka")
     start.click()
     page.wait_for_url(JOB_PAGE)
     job_path = page.url.removeprefix(server.url)
+    # Back on the form mid-job: it names the job running and links to it (bc17986).
+    page.go_back()
+    assert page.locator("#in-flight a").get_attribute("href") == job_path
 
     second = context.new_page()
     violations_second = watch_csp(second)
@@ -307,6 +338,11 @@ def test_a_second_home_waits_named_then_starts_in_one_click(browser, live, size,
     assert ended in notice.inner_text()
     assert second.locator("#query").input_value() == "Kyoto"
     shot(second, f"form-second-home-{lang}-{size['width']}")
+    # Reloading the "already running" answer reads the form again, filled in, and posts
+    # nothing (bc17986).
+    second.reload()
+    assert second.url == f"{server.url}/assessments/new?query=Kyoto&lang={lang}"
+    assert second.locator("#query").input_value() == "Kyoto"
     second.locator("form[novalidate] button[type=submit]").click()
     second.wait_for_url(JOB_PAGE)
     assert second.url.removeprefix(server.url) != job_path
