@@ -40,6 +40,7 @@ WORDS = {
         "at_spot": "at the spot",
         "compare": "Compare",
         "places": ("fukuoka", "marunouchi"),
+        "sample": "This service runs on demonstration data for now",
     },
     "ja": {
         "worst": "この地点で最も注意が必要な項目",
@@ -55,6 +56,7 @@ WORDS = {
         "at_spot": "この地点",
         "compare": "選んだレポートを比較",
         "places": ("福岡", "丸の内"),
+        "sample": "このサービスは現在デモ用のデータで動いています",
     },
 }
 
@@ -81,6 +83,9 @@ def test_each_number_says_whose_it_is_in_the_report_the_history_and_the_comparis
     if lang == "ja":
         to_japanese(page, server)
     said = WORDS[lang]
+    # The sample promises no real data on an install that serves demonstration data (2684ed3).
+    page.goto(server.url + "/sample")
+    assert said["sample"] in page.locator("#sample-notice").inner_text()
     report = page.locator("#report .report")
 
     # A point: the line above the score is the spot's, the table the circle's (8d5c442).
