@@ -41,6 +41,7 @@ WORDS = {
         "compare": "Compare",
         "places": ("fukuoka", "marunouchi"),
         "sample": "This service runs on demonstration data for now",
+        "town": "Marunouchi 1-chome (丸の内一丁目), Chiyoda-ku, Tokyo",
     },
     "ja": {
         "worst": "この地点で最も注意が必要な項目",
@@ -57,6 +58,7 @@ WORDS = {
         "compare": "選んだレポートを比較",
         "places": ("福岡", "丸の内"),
         "sample": "このサービスは現在デモ用のデータで動いています",
+        "town": "東京都千代田区丸の内一丁目",
     },
 }
 
@@ -98,6 +100,8 @@ def test_each_number_says_whose_it_is_in_the_report_the_history_and_the_comparis
 
     # An address read over 550 m: its table and its maps say 550 m, not 500 (8d5c442, cda1273).
     finished_report(page, server, MARUNOUCHI)
+    # English names the 町丁目 by its reading, a word starting with う kept (5d86d82, e6a8cd0).
+    assert said["town"] in report.locator("#report-title").inner_text()
     assert said["wider"] in report.locator(".report-table caption").first.inner_text()
     captions = report.locator('.report-extent[data-extent="circle"]').all_inner_texts()
     assert captions and all(said["caption"] in c for c in captions), captions
