@@ -222,10 +222,13 @@ def test_an_address_report_and_the_history_fit_a_phone(browser, live):
 
 # What a newcomer types, and what the preview must name before a point is spent (issue 47):
 # the text typed, the words the preview must hold in English and in Japanese.
+GOOGLE = "https://www.google.com/maps"  # a link to a point in each of Google Maps' forms
 TYPED = [
     ("三軒茶屋", "Several places have this name", "同じ名前の場所が複数あります"),
     ("Sangenjaya 2-chome, Setagaya", "Sangenjaya 2-chome (三軒茶屋二丁目)", "三軒茶屋二丁目"),
-    ("https://www.google.com/maps/@35.6812,139.7671,15z", "A circle of 500 m", "半径500m"),
+    (f"{GOOGLE}/@35.6812,139.7671,15z", "A circle of 500 m", "半径500m"),
+    (f"{GOOGLE}?q=35.6812,139.7671", "A circle of 500 m", "半径500m"),
+    (f"{GOOGLE}/place/Tokyo+Station/@35.6812,139.7671,17z", "A circle of 500 m", "半径500m"),
     ("Minato", "Several places have this name", "同じ名前の場所が複数あります"),
     ("山下町", "Several places have this name", "同じ名前の場所が複数あります"),  # in 25
     ("本町", "in 299 municipalities: add its municipality", "299市区町村にあります。市区町村名を"),
