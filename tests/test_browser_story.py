@@ -118,9 +118,12 @@ def test_each_number_says_whose_it_is_in_the_report_the_history_and_the_comparis
     # not read, no longer counts as real (26bcf63 for a new report, 320c50a for a stored one).
     banner = report.locator(".report-demo").inner_text()
     assert said["all_demo"] in banner and said["some_demo"] not in banner, banner
-    # English drops the kana reading and the spot's mesh codes, Japanese keeps them (69eb824);
-    # no raw address inline, the sources are links in their list (d7ba627).
-    kana = re.findall(r"[\u3040-\u30ff]+", report.locator(".report-facts").first.inner_text())
+    # English drops the kana reading and the spot's mesh codes, Japanese keeps them (69eb824),
+    # and names the portal's map in romaji (f05a7a1); no raw address inline, the sources are
+    # links in their list (d7ba627).
+    named = report.locator(".report-facts").first.inner_text()
+    named += report.locator("[data-portal-link]").inner_text()
+    kana = re.findall(r"[\u3040-\u30ff]+", named)
     codes = report.locator(".report-spot code").count()
     assert (not kana and not codes) if lang == "en" else (kana and codes), (kana, codes)
     inline = report.evaluate(
