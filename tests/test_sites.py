@@ -191,6 +191,10 @@ def test_a_site_tile_is_read_as_points_with_their_names() -> None:
     for bad in (b"<html>", b"[]", b'{"type": "Feature"}'):
         with pytest.raises(ValueError):
             evacuation.parse_tile(bad)
+    # Features of any other shape are skipped, never an error that would fail a paid job.
+    odd = {"features": [None, 7, "x", [1], {"geometry": 3}, {"geometry": {"type": "Point",
+           "coordinates": [139.6, 35.4]}, "properties": ["not", "an", "object"]}]}  # fmt: skip
+    assert evacuation.parse_tile(json.dumps(odd).encode()) == [[139.6, 35.4, "", ""]]
 
 
 def test_the_tiles_asked_hold_every_point_within_reach() -> None:
@@ -343,14 +347,19 @@ def test_no_site_data_is_said_as_such_never_as_none_needed(make_app, bare, lang)
 
 
 def test_sites_that_cannot_be_read_leave_the_report_and_say_so(make_app, stand) -> None:
-    respond = stand.respond
-    stand.respond = lambda path: (503, b"", {}) if path.startswith("/gsi/") else respond(path)
+    respond, down = stand.respond, []
+    stand.respond = lambda path: (
+        (down.append(path) or (503, b"", {})) if path.startswith("/gsi/") else respond(path)
+    )
     app, client, actions = signed_in(make_app, **with_sites(stand), LAYER_HTTP_RETRIES=0)
     job_id = job_id_from(actions.submit(f"{SPOT[0]},{SPOT[1]}", lang="en"))
     assert attr(poll_until(client, job_id, settled), "data-status") == "succeeded"
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
     assert 'data-sites-state="unavailable"' in page
     assert "The site data could not be read when this report was made" in page
+    # A service that is down is asked once, beside the layers: the report does not wait on
+    # it again after them (the first tile failed, and nothing more was asked).
+    assert len(down) == 1
 
 
 def test_a_report_stored_before_sites_renders_without_them(app) -> None:

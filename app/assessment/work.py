@@ -335,6 +335,8 @@ def run_assessment(
             counter,
         )
 
+    sites_down = threading.Event()
+
     def beside_the_layers() -> dict[str, Any]:
         base = fetch_base_map()
         if here and getattr(provider, "evacuation", None) is not None:
@@ -344,7 +346,9 @@ def run_assessment(
                 for key in evacuation.tile_keys(*here, sites.reach_m(area.radius_m)):
                     fetch_sites(sites.EVERYWHERE, key)
             except ProviderError:
-                pass  # asked again after the layers, where the report says it failed
+                # Not asked again after the layers: a report does not wait twice on a
+                # service that is down. It says the sites could not be read.
+                sites_down.set()
         return base
 
     total = len(LAYERS)
@@ -410,7 +414,9 @@ def run_assessment(
         pin = maps.spot_xy(bounds, *here)  # type: ignore[misc]
         return sites.on_map(pin, maps.spot_xy(bounds, lat, lon), drawn["width"], drawn["height"])
 
-    where = where_to_go(provider, area, here, analysed["layers"], fetch_sites, place)
+    where = where_to_go(
+        provider, area, here, analysed["layers"], fetch_sites, place, down=sites_down.is_set()
+    )
     report = {
         "area": area.to_dict(),
         "extent": {**zone_plan.describe(), **drawn},
@@ -482,12 +488,14 @@ def where_to_go(
     layers: list[dict[str, Any]],
     fetch_sites: Callable[[int, str], dict[str, Any]],
     place: Callable[[float, float], tuple[list[float], bool]],
+    down: bool = False,
 ) -> dict[str, Any] | None:
     """Return a point report's evacuation sites per hazard present (None: none are read).
 
     The zoom-10 tiles of each hazard type present, within the circle and a margin, a few at
     once; a site tile shared by neighbouring reports comes from the cache. Sites that cannot
-    be read leave the zones standing: the report says the sites could not be read.
+    be read leave the zones standing: the report says the sites could not be read, at once
+    when they could not be read beside the layers (down).
     """
     source = getattr(provider, "evacuation", None)
     if here is None or source is None:
@@ -498,10 +506,11 @@ def where_to_go(
     asks = [(code, key) for code in found for key in keys]
     answers: dict[int, list[dict[str, Any]]] | None = None
     try:
-        with ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-sites") as pool:
-            read = list(pool.map(lambda ask: fetch_sites(*ask), asks))
-        answers = {code: [a for (c, _), a in zip(asks, read, strict=True) if c == code]
-                   for code in found}  # fmt: skip
+        if not down:
+            with ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-sites") as pool:
+                read = list(pool.map(lambda ask: fetch_sites(*ask), asks))
+            answers = {code: [a for (c, _), a in zip(asks, read, strict=True) if c == code]
+                       for code in found}  # fmt: skip
     except ProviderError:
         pass  # said in the report: the sites could not be read
     dates = [a["date"] for per in (answers or {}).values() for a in per]

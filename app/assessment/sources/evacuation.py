@@ -76,22 +76,25 @@ def tile_keys(lat: float, lon: float, reach_m: float) -> list[str]:
 def parse_tile(body: bytes) -> list[list[Any]]:
     """Return a GeoJSON tile's point sites as [lon, lat, name, address]; refuse anything else.
 
-    A feature that is not a point is skipped; the names are as published (the CSV's
-    施設・場所名 and 住所 are read too, should the tiles carry those instead).
+    A feature that is not a point (or not an object at all) is skipped; the names are as
+    published (the CSV's 施設・場所名 and 住所 are read too, should the tiles carry those).
     """
     data = json.loads(body)
     if not isinstance(data, dict) or not isinstance(data.get("features"), list):
         raise ValueError("not a GeoJSON FeatureCollection")
     sites = []
     for feature in data["features"]:
-        geometry = (feature or {}).get("geometry") or {}
+        if not isinstance(feature, dict) or not isinstance(feature.get("geometry"), dict):
+            continue
+        geometry = feature["geometry"]
         coords = geometry.get("coordinates")
         if geometry.get("type") != "Point" or not isinstance(coords, list) or len(coords) < 2:
             continue
         lon, lat = coords[0], coords[1]
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lon, lat)):
             continue
-        props = feature.get("properties") or {}
+        props = feature.get("properties")
+        props = props if isinstance(props, dict) else {}
         name = props.get("name") or props.get("施設・場所名") or ""
         address = props.get("address") or props.get("住所") or ""
         sites.append([round(float(lon), 7), round(float(lat), 7), str(name), str(address)])
@@ -137,7 +140,8 @@ class GsiSites:
             return {"sites": [], "date": ""}
         try:
             sites = parse_tile(response.content)
-        except ValueError as exc:  # not JSON (UnicodeDecodeError too), or not a collection
+        except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not a collection:
+            # never an error of the job's own: the report stands and says they were unread
             reason = "GSI evacuation sites: the answer is not a GeoJSON tile"
             raise ProviderError(dataset(code), key, reason) from exc
         return {"sites": sites, "date": modified_date(response.headers.get("last-modified"))}
