@@ -28,7 +28,9 @@ def rows(at: dict[str, str], states: dict[str, str] | None = None, without=()) -
             key = "lt3"
         if layer.key == "liquefaction":
             key = "low"
-        en, ja = names.get(key, ("No zone mapped", "区域の指定なし"))
+        en, ja = names.get(
+            key, (key, key) if key.endswith("_border") else ("No zone mapped", "区域の指定なし")
+        )
         level = next((c.get("level") or c["rank"] for c in legend if c["key"] == key), None)
         out.append(
             {"key": layer.key, "numbers": {}, "legend": legend,
@@ -90,6 +92,23 @@ def test_tsunami_and_landslide_zones_say_leave() -> None:
     assert list(said) == ["tsunami", "landslide", "no_rule"]
     assert "leave at once for high ground" in said["tsunami"]
     assert "steep slope: special warning zone" in said["landslide"]
+
+
+@pytest.mark.parametrize(
+    "other", [{"tsunami": "0.5-1"}, {"landslide": "debris_flow_warning"}], ids=["tsunami", "slope"]
+)
+def test_a_tsunami_or_slope_zone_at_the_spot_leaves_no_choice_to_stay(other) -> None:
+    # Staying is the flow's exception for inundation alone: never offered beside "leave".
+    said = steps({"flood": "1-3", **other})
+    assert "water" in said and "stay" not in said
+
+
+def test_a_spot_on_a_planned_zone_s_border_may_lie_inside_it() -> None:
+    said = steps({"landslide": "steep_slope_planned_border"})
+    assert list(said) == ["landslide_border", "no_rule"]
+    assert "on the dashed edge of a planned sediment-disaster zone" in said["landslide_border"]
+    assert "steep slope: on a planned zone's dashed border" in said["landslide_border"]
+    assert "_border" not in said["landslide_border"].replace("landslide_border", "")
 
 
 def test_no_zone_at_the_spot_still_says_to_follow_the_municipality_and_names_the_unknown():

@@ -208,6 +208,8 @@ def test_an_address_report_and_the_history_fit_a_phone(browser, live):
     assert "町丁目の代表点でとるべき行動" in todo.locator("h3").inner_text()
     assert todo.locator("[data-rule]").count() >= 2
     assert todo.evaluate("el => el.scrollWidth <= el.clientWidth")
+    # Where to go is measured from the same point, and says so.
+    assert "町丁目の代表点（番地の位置ではありません）" in page.locator("[data-sites]").inner_text()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     check_a11y(page)
     page.goto(server.url + "/assessments")

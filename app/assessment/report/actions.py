@@ -76,6 +76,14 @@ WORDS = {
         "この地点は土砂災害の区域（{what}）にあります。市町村から避難の呼びかけがあったときは、"
         "原則として区域の外の安全な場所へ立退き避難してください。",
     ),
+    "landslide_border": (
+        "The spot lies on the dashed edge of a planned sediment-disaster zone ({what}): it"
+        " may lie inside it. Take it as in the zone: when the municipality calls for"
+        " evacuation, leave for a safe place outside it.",
+        "この地点は土砂災害の指定予定区域の境界線上（{what}）にあり、区域内の可能性があります。"
+        "区域内として、市町村から避難の呼びかけがあったときは区域の外の安全な場所へ立退き避難して"
+        "ください。",
+    ),
     "no_zone": (
         "The maps read colour no zone at the spot ({what}). Even so, where the land is lower"
         " than around it or close to a slope or cliff, follow the municipality's evacuation"
@@ -137,6 +145,10 @@ def todo(layers: Sequence[Mapping[str, Any]], lang: str) -> list[dict[str, str]]
         steps.append({"rule": rule, "text": WORDS[rule][ja].format(**words)})
 
     collapse = _at(by_key.get("house_collapse"))
+    tsunami, slope = _at(by_key.get("tsunami")), _at(by_key.get("landslide"))
+    # Staying is the flow's exception for inundation alone: a house-collapse, tsunami or
+    # sediment-disaster zone at the spot leaves no choice but to leave.
+    must_leave = any(at not in (None, NO_ZONE) for at in (collapse, tsunami, slope))
     if collapse not in (None, NO_ZONE):
         step("house_collapse", what=_said(by_key["house_collapse"], lang))
     wet = [k for k in WATER if _at(by_key.get(k)) in FLOOR_OF]
@@ -144,7 +156,7 @@ def todo(layers: Sequence[Mapping[str, Any]], lang: str) -> list[dict[str, str]]
         floor = FLOORS[max(FLOOR_OF[_at(by_key[k])] for k in wet)][ja]
         what = joined(f"{name(k)}{'：' if ja else ' '}{_said(by_key[k], lang)}" for k in wet)
         step("water", what=what, floor=floor)
-        if collapse in (None, NO_ZONE):  # a house-collapse zone leaves no choice to stay
+        if not must_leave:
             if "house_collapse" not in by_key:
                 state = "not_read"
             else:
@@ -164,10 +176,12 @@ def todo(layers: Sequence[Mapping[str, Any]], lang: str) -> list[dict[str, str]]
                     ),
                 }
             )
-    if _at(by_key.get("tsunami")) not in (None, NO_ZONE):
+    if tsunami not in (None, NO_ZONE):
         step("tsunami", what=_said(by_key["tsunami"], lang))
-    if _at(by_key.get("landslide")) not in (None, NO_ZONE):
-        step("landslide", what=_said(by_key["landslide"], lang))
+    if slope not in (None, NO_ZONE):
+        # On a planned zone's dashed border the spot may lie inside it: said so.
+        border = slope.endswith("_border")
+        step("landslide_border" if border else "landslide", what=_said(by_key["landslide"], lang))
     seen = [k for k in SEEN if k in by_key]
     unknown = [k for k in seen if _at(by_key[k]) is None]
     clear = [k for k in seen if _at(by_key[k]) == NO_ZONE]
