@@ -220,8 +220,10 @@ def test_a_street_in_romaji_without_its_chome_offers_each_and_english_names_them
     ("kana", "name", "romaji"),
     [
         ("まるのうち", "丸の内一丁目", "marunouchi"),  # の + 内: a word, no long vowel
-        ("いのうえ", "大字井上", "inoue"),
         ("おおうら", "大浦", "oura"),
+        ("ちよのうら", "千代ノ浦", "chiyonoura"),
+        ("こうち", "河内", "kochi"),  # 河 is こう: the う is its long vowel
+        ("ものうちょうじょうない", "桃生町城内", "monochojonai"),  # 城内 is じょうない
         ("ほりのうち", "堀之内", "horinouchi"),
         ("おおてまち", "大手町一丁目", "otemachi"),  # long vowels still folded
         ("とうきょう", "東京", "tokyo"),

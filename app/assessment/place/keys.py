@@ -68,23 +68,26 @@ def romanise(kana: str) -> str:
     return _folded(jaconv.kana2alphabet(kana))
 
 
-# Kanji that begin a word read with う: after a kana of the お row that う starts the next
-# word and is no long vowel, so a name's English keeps it (丸の内, まるのうち: Marunouchi,
-# not Marunochi; 大内, おおうち: Ouchi). Only the display: keys fold both spellings alike.
+# Kanji that begin a word read with う. Written after の (の, ノ, 之) or after 大 (おお), that う
+# starts the next word and is no long vowel, so a name's English keeps it (丸の内, まるのうち:
+# Marunouchi, not Marunochi; 大浦, おおうら: Oura). Only where the name writes the の or the 大
+# before the kanji: elsewhere the kana alone cannot tell (河内 is こう・ち, Kochi). Only the
+# display: keys fold both spellings alike.
 WORDS_WITH_U = {"内": "うち", "浦": "うら", "上": "うえ", "海": "うみ", "梅": "うめ", "馬": "うま",
                 "牛": "うし", "魚": "うお"}  # fmt: skip
-O_ROW = "おこごそぞとどのほぼぽもよろょ"
+BEFORE_U = {"の": "の", "ノ": "の", "之": "の", "大": "おお"}  # as written: as read
 
 
 def romanise_name(kana: str, name: str) -> str:
-    """Return a name's reading in Hepburn, its words apart where a WORDS_WITH_U kanji starts one."""
-    cuts = sorted(
-        match.start()
-        for kanji, reading in WORDS_WITH_U.items()
-        if kanji in re.sub("^大?字", "", name)[1:]  # a word after another (上甲東園: かみ)
-        for match in re.finditer(f"(?<=[{O_ROW}]){reading}", kana)
-    )
-    edges = [0, *cuts, len(kana)]
+    """Return a name's reading in Hepburn, a word apart where the name writes の or 大 before a
+    kanji of WORDS_WITH_U (丸の内: Marunouchi)."""
+    cuts = set()
+    for before, kanji in zip(name, name[1:], strict=False):
+        if before in BEFORE_U and kanji in WORDS_WITH_U:
+            read = BEFORE_U[before]
+            for match in re.finditer(re.escape(read + WORDS_WITH_U[kanji]), kana):
+                cuts.add(match.start() + len(read))
+    edges = [0, *sorted(cuts), len(kana)]
     return "".join(romanise(kana[i:j]) for i, j in zip(edges, edges[1:], strict=False) if i < j)
 
 
