@@ -170,8 +170,9 @@ def _romaji_words(text: str) -> tuple[str, str]:
 
 
 # A misspelt town's reading: the nearest few readings of its municipality's towns by
-# difflib's ratio (sangenchaya against sangenjaya: 0.91), for names of five letters or more.
-CLOSE_TOWNS, CLOSE_CUTOFF, CLOSE_MIN_LETTERS = 3, 0.8, 5
+# difflib's ratio (sangenchaya against sangenjaya: 0.95; minami against minamiota, 0.8, is
+# another name, not a slip), for names of five letters or more.
+CLOSE_TOWNS, CLOSE_CUTOFF, CLOSE_MIN_LETTERS = 3, 0.85, 5
 
 
 @functools.lru_cache(maxsize=STREETS_KEPT)
@@ -197,6 +198,8 @@ def find_romaji(codes: list[str], text: str, close: bool = False) -> Found:
     keys = [key]
     if close and len(key) >= CLOSE_MIN_LETTERS:
         readings = {k for code5 in codes for k in _by_romaji(code5)}
+        if key in readings:  # spelt right, and fit too many to offer: nothing to correct
+            return Found(())
         keys = difflib.get_close_matches(key, readings, n=CLOSE_TOWNS, cutoff=CLOSE_CUTOFF)
     entries = [entry for code5 in codes for k in keys for entry in _by_romaji(code5).get(k, ())]
     if not key or not entries:

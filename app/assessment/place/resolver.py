@@ -339,6 +339,8 @@ def near(query: str) -> tuple[Area, ...]:
     if not skipped:
         return ()
     found = addresses.find_romaji(street_codes(gazetteer(), area), skipped, close=True)
+    if len(found.streets) > addresses.MAX_CANDIDATES:  # a list that long helps no one
+        return ()
     return tuple(street_area(street, query, found.rest) for street in found.streets)
 
 
