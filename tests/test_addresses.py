@@ -441,3 +441,18 @@ def test_a_repeat_warning_compares_spots_by_distance(client, actions, sql, app):
     # The municipality itself is not a spot.
     assert app.extensions["runner"].wait(10)
     assert actions.submit("千代田区", "ja").status_code == 303
+
+
+@pytest.mark.parametrize(
+    ("typed", "offered"),
+    [
+        ("Sangenchaya 2-chome, Setagaya", ["東京都世田谷区三軒茶屋二丁目"]),
+        ("Sangenchaya, Setagaya", ["東京都世田谷区三軒茶屋一丁目", "東京都世田谷区三軒茶屋二丁目"]),
+        ("Minami, Yokohama-shi", []),  # another name (南太田), not a slip of it
+        ("Zzyzx 2-chome, Setagaya", []),
+    ],
+)
+def test_a_misspelt_street_is_offered_the_nearest_chome_and_only_those(typed, offered) -> None:
+    from app.assessment.place.resolver import near
+
+    assert sorted(area.address["matched"] for area in near(typed)) == offered
