@@ -373,7 +373,7 @@ def test_tiles_off_an_unconfirmed_legend_leave_the_layer_uncertain_however_few_c
     assert row["stray"] == {"storm_surge_zones": {"#123456FF": 3}}
     # The report says why, in both languages, beside the layer.
     (note,) = analysis.off_legend_notes(row["unreadable"])
-    assert surge in note["en"] and "never as a lower level" in note["en"]
+    assert surge in note["en"] and "never read as a lower level" in note["en"]
     assert "低いレベルとはしません" in note["ja"] and note["date"]
 
 

@@ -515,7 +515,7 @@ def test_an_unconfirmed_layer_off_its_legend_is_uncertain_the_report_delivered_a
     assert (by_key["flood"]["state"], by_key["flood"]["worst"]) == ("zones", "1-3")
     page = client.get(f"/assessments/{job_id}?lang=ja").get_data(as_text=True)
     assert 'data-layer="house_collapse" data-state="uncertain"' in page
-    assert "判定できません：凡例にない色があり" in page and "運営者に確認を依頼しました" in page
+    assert "判定できません：凡例にない色があり" in page and "運営者に確認を依頼します" in page
     # The operator learns the recorded legend is wrong, as with a failing layer.
     ((severity, code, detail),) = sql("SELECT severity, code, detail FROM incidents")
     assert (severity, code) == ("critical", "UNKNOWN_COLOURS")

@@ -15,7 +15,7 @@ deterministic, so the same inputs always give the same report.
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, datetime
 from typing import Any
 
 from ..place.addresses import street_en
@@ -412,13 +412,13 @@ OFF_LEGEND = {
     "en": (
         "The {path} tiles are painted in colours not in the legend public projects record"
         " for them ({share:.0%} of the painted pixels): that legend is not confirmed against"
-        " the portal's, so this layer is read as uncertain, never as a lower level, and our"
-        " operators have been told to check it."
+        " the portal's, so this layer is never read as a lower level than its colours show,"
+        " and our operators are asked to check it."
     ),
     "ja": (
         "{path}のタイルには、公開されている他のプロジェクトが記録した凡例にない色があります"
         "（着色された画素の{share:.0%}）。この凡例はポータルの凡例と照合できていないため、"
-        "この項目は判定できないものとして扱い、低いレベルとはしません。運営者に確認を依頼しました。"
+        "色から分かるより低いレベルとはしません。運営者に確認を依頼します。"
     ),
 }
 
@@ -427,7 +427,7 @@ def off_legend_notes(unreadable: Mapping[str, Mapping[str, Any]]) -> list[dict[s
     """Say, per dataset whose tiles are off its unconfirmed legend, why its layer is uncertain."""
     from ..grid.tiles import UNCONFIRMED_SOURCE
 
-    today = date.today().isoformat()
+    today = datetime.now(UTC).date().isoformat()  # the report's dates are UTC's
     return [
         {
             **{lang: OFF_LEGEND[lang].format(**off) for lang in LANGS},
