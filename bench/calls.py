@@ -1,0 +1,45 @@
+"""Upstream calls and the interpreter's CPU per report, for the places of bench/zones.py.
+
+`python -m bench.calls [REPORTS]` from a tree's root: the real providers against
+`zones.Upstream(0.0)` in this process, the pixel work in the interpreter
+(`ZONE_PROCESSES=0`), each report on a fresh cache; prints, per place, the portal's and
+J-SHIS's calls and the median CPU of REPORTS reports (3). Run it from two trees in turn
+(a worktree of the older one) for a before/after ratio in one session (bench/ZONES.md).
+"""
+
+import json
+import sys
+import time
+
+from .zones import PLACES, Upstream
+
+
+def main(reports: int = 3) -> dict:
+    from app.assessment import resolve_place
+    from app.assessment.sources.providers import make_provider
+    from app.assessment.work import run_assessment
+    from app.caches.singleflight import SingleFlightCache
+
+    upstream = Upstream(0.0)
+    settings = {"LAYER_PROVIDER": "real", "ZONE_PROCESSES": 0, "LAYER_HTTP_TIMEOUT_SECONDS": 5}
+    for name, path in (("JSHIS_BASE_URL", "/jshis"), ("HAZARD_PORTAL_URL", "/portal"),
+                       ("BASEMAP_URL", "/pale"), ("EVACUATION_SITES_URL", "/gsi")):  # fmt: skip
+        settings[name] = upstream.url + path
+    out = {}
+    for label, query in PLACES.items():
+        area, cpu = resolve_place(query), []
+        for _ in range(reports):
+            upstream.hits.clear()
+            began = time.process_time()
+            cache = SingleFlightCache(maxsize=8192)
+            provider = make_provider(settings)
+            run_assessment(area, "en", provider=provider, cache=cache, progress=lambda *_: None)
+            cpu.append(time.process_time() - began)
+        hits = dict(upstream.hits)
+        out[label] = {"calls": hits.get("portal", 0) + hits.get("jshis", 0), "by_service": hits,
+                      "cpu_s": round(sorted(cpu)[len(cpu) // 2], 3)}  # fmt: skip
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3), ensure_ascii=False))
