@@ -310,3 +310,27 @@ def test_a_places_masks_are_kept_with_its_plan_for_its_next_report(monkeypatch):
     assert once == len(set(made)) > 0  # each tile's mask made once, for all the layers
     assert len(made) == once  # the second report of the place made none
     assert first["layers"] == second["layers"]
+
+
+def test_the_pool_ends_without_waiting_on_another_process_of_its_forkserver():
+    """A process whose forkserver also started the work's process (offload.py) ended its
+    pool by stopping the forkserver, which waits for every process it forked: for ever."""
+    import multiprocessing
+    import threading
+    import time
+    from multiprocessing import forkserver
+
+    pixels.configure(1)
+    assert pixels.call(os.getpid) != os.getpid()  # the pool and its forkserver are up
+    other = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(60,))
+    other.start()
+    try:
+        ending = threading.Thread(target=pixels.shutdown, daemon=True)
+        ending.start()
+        ending.join(30)
+        assert not ending.is_alive(), "the pool's end waited on the other process"
+    finally:
+        other.terminate()
+        other.join(10)
+        pixels.configure(None)
+        forkserver._forkserver._stop()  # nothing else of this process holds it now

@@ -177,8 +177,14 @@ def shutdown() -> None:
         process.terminate()
     for process in children:
         process.join(5)
+    import multiprocessing
     from multiprocessing import forkserver, resource_tracker
 
+    if multiprocessing.active_children():
+        # Another process of this one's came from the same forkserver (the work's process,
+        # app/jobs/offload.py): stopping the forkserver would wait for it for ever. The
+        # forkserver and the tracker then end with this process, as they would anyway.
+        return
     forkserver._forkserver._stop()
     if resource_tracker._resource_tracker._pid is not None:  # started by this process
         resource_tracker._resource_tracker._stop()
