@@ -141,6 +141,10 @@ def make_app(database_url, request):
 
     for app in built:
         assert app.extensions["runner"].wait(10), "a job thread outlived its test"
+        # An app with the work's process (WORK_PROCESS=on) ends it here: left running, it
+        # kept the session's forkserver alive under every later test of this worker.
+        if (host := app.extensions.get("work_host")) is not None:
+            host.shutdown()
     chores_done()  # chores that a request set off end with it
     for app in built:
         with app.app_context():
