@@ -50,7 +50,7 @@ def test_a_japanese_report_names_its_sources_and_dates_itself_in_japanese(make_a
     page = client.get(f"/assessments/{job_id}").get_data(as_text=True)
     report = page[page.index('<article class="report"') : page.index("</article>")]
     assert "<code>demo</code>" not in report and "デモ用データ" in report
-    assert re.search(r"<dt>出典：洪水浸水想定区域</dt>", report)
+    assert re.search(r"<dt>出典：洪水浸水想定区域（想定最大規模）</dt>", report)
     assert 'lang="en"' not in report  # no "FLOOD" beside 洪水, no romaji title
     assert "北緯" in report and "° N" not in report
     stamp = re.search(r"<dt>作成日時</dt><dd><time[^>]*>([^<]*)</time>", report)[1]

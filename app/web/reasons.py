@@ -7,6 +7,8 @@ terms in Japanese rather than shown in English.
 
 import re
 
+from ..assessment.sources import portal
+
 # Each dataset and provider key, (English, Japanese).
 DATASETS = {
     "elevation": ("elevation", "標高"),
@@ -14,26 +16,8 @@ DATASETS = {
     "coast": ("coastline", "海岸線"),
     "ground": ("ground", "地盤"),
     "faults": ("faults and shaking", "活断層と揺れ"),
-    "flood_zones": ("flood inundation zones", "洪水浸水想定区域"),
-    "flood_planned_zones": (
-        "flood inundation zones (planned scale)",
-        "洪水浸水想定区域（計画規模）",
-    ),
-    "tsunami_zones": ("tsunami inundation zones", "津波浸水想定"),
-    "storm_surge_zones": ("storm surge inundation zones", "高潮浸水想定区域"),
-    "inland_flood_zones": ("inland flooding zones", "内水浸水想定区域"),
-    "house_collapse_flow_zones": (
-        "house-collapse zones (flood flow)",
-        "家屋倒壊等氾濫想定区域（氾濫流）",
-    ),
-    "house_collapse_bank_zones": (
-        "house-collapse zones (bank erosion)",
-        "家屋倒壊等氾濫想定区域（河岸侵食）",
-    ),
-    "flood_duration_zones": ("flood duration", "浸水継続時間"),
-    "debris_flow_zones": ("debris-flow warning zones", "土石流警戒区域"),
-    "steep_slope_zones": ("steep-slope warning zones", "急傾斜地の崩壊警戒区域"),
-    "landslide_zones": ("landslide warning zones", "地すべり警戒区域"),
+    # The zone datasets by the portal's own names, as the report's credits give them.
+    **{key: (en, ja) for key, (ja, en) in portal.NAMES.items()},
 }
 PROVIDERS = {
     "demo": ("the demonstration provider", "デモ用データ"),

@@ -8,7 +8,7 @@ the statutory disclaimer, and the landslide data's conditions for the place's pr
 from typing import Any
 
 from ..place import outlines
-from ..sources import coverage, terms
+from ..sources import coverage, portal, terms
 
 DISCLAIMER_JA = (
     "この報告書は、公開データを加工して作成した参考資料です。市町村が作成・公表する法定の"
@@ -43,23 +43,17 @@ COVERAGE_NAMES = {
     "flood_duration": ("浸水継続時間", "flood duration"),
 }
 # The flood-type datasets the portal's credit names (depths at both scales, house collapse,
-# duration), in the report's order.
-DEPTH_NAMES = {
-    "flood_zones": ("洪水浸水想定区域（想定最大規模）", "flood (planned maximum)"),
-    "flood_planned_zones": ("洪水浸水想定区域（計画規模）", "flood (planned scale)"),
-    "tsunami_zones": ("津波浸水想定", "tsunami"),
-    "storm_surge_zones": ("高潮浸水想定区域", "storm surge"),
-    "inland_flood_zones": ("内水（雨水出水）浸水想定区域", "inland flooding"),
-    "house_collapse_flow_zones": (
-        "家屋倒壊等氾濫想定区域（氾濫流）",
-        "house collapse (flood flow)",
-    ),
-    "house_collapse_bank_zones": (
-        "家屋倒壊等氾濫想定区域（河岸侵食）",
-        "house collapse (bank erosion)",
-    ),
-    "flood_duration_zones": ("浸水継続時間（想定最大規模）", "flood duration (planned maximum)"),
-}
+# duration), in the report's order; their names are the portal's (sources/portal.py).
+DEPTH_DATASETS = (
+    "flood_zones",
+    "flood_planned_zones",
+    "tsunami_zones",
+    "storm_surge_zones",
+    "inland_flood_zones",
+    "house_collapse_flow_zones",
+    "house_collapse_bank_zones",
+    "flood_duration_zones",
+)
 
 
 def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
@@ -68,9 +62,9 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
     zone_sources = [s for name, s in sources.items() if name.endswith("_zones")]
     if zone_sources:
         real = all(s.get("real") for s in zone_sources)
-        depths = [names for name, names in DEPTH_NAMES.items() if name in sources]
+        depths = [portal.NAMES[name] for name in DEPTH_DATASETS if name in sources]
         depths_ja = "・".join(ja for ja, _ in depths) or "浸水想定"
-        depths_en = ", ".join(en for _, en in depths) or "inundation"
+        depths_en = ", ".join(en for _, en in depths) or "inundation tiles"
         services.append(
             {
                 "service_ja": "ハザードマップポータルサイト（国土交通省）",
@@ -83,7 +77,7 @@ def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:
                     else "デモ用に作成した区域（ポータルの凡例の色で描いたもの）"
                 ),
                 "credit_en": (
-                    f"Source: Hazard Map Portal Site, inundation tiles ({depths_en}), "
+                    f"Source: Hazard Map Portal Site (MLIT), {depths_en}; "
                     "processed (read pixel by pixel over the area)"
                     if real
                     else "Demonstration zones painted in the portal's legend colours"

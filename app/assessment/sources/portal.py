@@ -73,31 +73,32 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 CREDIT_JA = "出典：ハザードマップポータルサイト（国土交通省）の{name}を加工して作成"
-NAMES_JA = {
-    "flood_zones": "洪水浸水想定区域（想定最大規模）",
-    "flood_planned_zones": "洪水浸水想定区域（計画規模）",
-    "tsunami_zones": "津波浸水想定",
-    "storm_surge_zones": "高潮浸水想定区域",
-    "inland_flood_zones": "内水（雨水出水）浸水想定区域",
-    "house_collapse_flow_zones": "家屋倒壊等氾濫想定区域（氾濫流）",
-    "house_collapse_bank_zones": "家屋倒壊等氾濫想定区域（河岸侵食）",
-    "flood_duration_zones": "浸水継続時間（想定最大規模）",
-    "debris_flow_zones": "土砂災害警戒区域（土石流）",
-    "steep_slope_zones": "土砂災害警戒区域（急傾斜地の崩壊）",
-    "landslide_zones": "土砂災害警戒区域（地すべり）",
-}
-NAMES_EN = {
-    "flood_zones": "flood inundation zones (planned maximum)",
-    "flood_planned_zones": "flood inundation zones (planned scale)",
-    "tsunami_zones": "tsunami inundation zones",
-    "storm_surge_zones": "storm surge inundation zones",
-    "inland_flood_zones": "inland (stormwater) flooding zones",
-    "house_collapse_flow_zones": "house-collapse zones (flood flow)",
-    "house_collapse_bank_zones": "house-collapse zones (bank erosion)",
-    "flood_duration_zones": "flood duration (planned maximum)",
-    "debris_flow_zones": "sediment disaster warning zones (debris flow)",
-    "steep_slope_zones": "sediment disaster warning zones (steep slope failure)",
-    "landslide_zones": "sediment disaster warning zones (landslide)",
+# Each zone dataset's name as the portal names it, (Japanese, English): in its credit, the
+# report's sources and a failure's reason alike (report/provenance.py, web/reasons.py).
+NAMES = {
+    "flood_zones": ("洪水浸水想定区域（想定最大規模）", "flood inundation zones (planned maximum)"),
+    "flood_planned_zones": ("洪水浸水想定区域（計画規模）", "flood inundation zones (planned scale)"),
+    "tsunami_zones": ("津波浸水想定", "tsunami inundation zones"),
+    "storm_surge_zones": ("高潮浸水想定区域", "storm surge inundation zones"),
+    "inland_flood_zones": ("内水（雨水出水）浸水想定区域", "inland (stormwater) flooding zones"),
+    "house_collapse_flow_zones": (
+        "家屋倒壊等氾濫想定区域（氾濫流）",
+        "house-collapse zones (flood flow)",
+    ),
+    "house_collapse_bank_zones": (
+        "家屋倒壊等氾濫想定区域（河岸侵食）",
+        "house-collapse zones (bank erosion)",
+    ),
+    "flood_duration_zones": ("浸水継続時間（想定最大規模）", "flood duration (planned maximum)"),
+    "debris_flow_zones": (
+        "土砂災害警戒区域（土石流）",
+        "sediment disaster warning zones (debris flow)",
+    ),
+    "steep_slope_zones": (
+        "土砂災害警戒区域（急傾斜地の崩壊）",
+        "sediment disaster warning zones (steep slope failure)",
+    ),
+    "landslide_zones": ("土砂災害警戒区域（地すべり）", "sediment disaster warning zones (landslide)"),
 }
 
 
@@ -189,9 +190,9 @@ class PortalProvider:
             "version": "tiles as served on the date below",
             "version_en": "tiles as served on the date below",
             "version_ja": "下記の日に配信されたタイル",
-            "attribution_ja": CREDIT_JA.format(name=NAMES_JA[dataset]),
+            "attribution_ja": CREDIT_JA.format(name=NAMES[dataset][0]),
             "attribution_en": (
-                f"Source: Hazard Map Portal Site (MLIT), {NAMES_EN[dataset]}; processed"
+                f"Source: Hazard Map Portal Site (MLIT), {NAMES[dataset][1]}; processed"
             ),
             "url": "https://disaportal.gsi.go.jp/",
             "date": datetime.now(UTC).date().isoformat(),
