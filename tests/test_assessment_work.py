@@ -456,7 +456,9 @@ def render_report(report: dict[str, Any]) -> str:
     env.filters["when"] = lambda value, lang=None: str(value)  # the app's needs a request
     # The helpers the report reads from the app's i18n (app/web/i18n.py): no request needed.
     env.globals["i18n"] = SimpleNamespace(
-        dataset_name=reasons.dataset_name, provider_names=reasons.provider_names
+        dataset_name=reasons.dataset_name,
+        hazard_name=reasons.hazard_name,
+        provider_names=reasons.provider_names,
     )
     html = env.get_template("partials/_report.html").render(report=report)
     parser = TagBalance()

@@ -307,6 +307,7 @@ def init_jinja(app) -> None:
         names=NAMES,
         languages=LANGUAGES,
         dataset_name=reasons.dataset_name,
+        hazard_name=reasons.hazard_name,
         provider_names=reasons.provider_names,
         reason=reasons.probe_reason,
     )

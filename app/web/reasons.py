@@ -7,7 +7,7 @@ terms in Japanese rather than shown in English.
 
 import re
 
-from ..assessment.sources import portal
+from ..assessment.sources import evacuation, portal
 
 # Each dataset and provider key, (English, Japanese).
 DATASETS = {
@@ -67,6 +67,11 @@ def dataset_name(key: str, lang: str) -> str:
     """Name a dataset key in lang (an unknown key, as it is)."""
     names = DATASETS.get(key)
     return names[lang == "ja"] if names else key
+
+
+def hazard_name(code: int, lang: str) -> str:
+    """Name a hazard type an evacuation site is designated for (its code in GSI's data)."""
+    return evacuation.HAZARDS[code][lang != "ja"]
 
 
 def provider_names(name: str, lang: str) -> list[str]:
