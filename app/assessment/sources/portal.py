@@ -77,7 +77,10 @@ CREDIT_JA = "出典：ハザードマップポータルサイト（国土交通�
 # report's sources and a failure's reason alike (report/provenance.py, web/reasons.py).
 NAMES = {
     "flood_zones": ("洪水浸水想定区域（想定最大規模）", "flood inundation zones (planned maximum)"),
-    "flood_planned_zones": ("洪水浸水想定区域（計画規模）", "flood inundation zones (planned scale)"),
+    "flood_planned_zones": (
+        "洪水浸水想定区域（計画規模）",
+        "flood inundation zones (planned scale)",
+    ),
     "tsunami_zones": ("津波浸水想定", "tsunami inundation zones"),
     "storm_surge_zones": ("高潮浸水想定区域", "storm surge inundation zones"),
     "inland_flood_zones": ("内水（雨水出水）浸水想定区域", "inland (stormwater) flooding zones"),
@@ -98,7 +101,10 @@ NAMES = {
         "土砂災害警戒区域（急傾斜地の崩壊）",
         "sediment disaster warning zones (steep slope failure)",
     ),
-    "landslide_zones": ("土砂災害警戒区域（地すべり）", "sediment disaster warning zones (landslide)"),
+    "landslide_zones": (
+        "土砂災害警戒区域（地すべり）",
+        "sediment disaster warning zones (landslide)",
+    ),
 }
 
 
