@@ -18,7 +18,7 @@ from PIL import Image
 from app.assessment import resolve_place
 from app.assessment.grid import tiles, zones
 from app.assessment.place import outlines
-from app.assessment.report import analysis
+from app.assessment.report import analysis, readings
 from app.assessment.sources import portal
 from app.assessment.sources.portal import ZONE_DATASETS, judge, split_key
 
@@ -213,7 +213,7 @@ def test_a_depth_of_half_a_metre_to_a_metre_is_never_read_as_under_half_a_metre(
     tile, outline = inside_tile()
     reading = tiles.read_tiles(tiles.LEGENDS[FLOOD], outline, [(tile, filled(rgb("#F8E1A6")))])
     answer = {"counts": reading.counts, "rects": []}
-    row = analysis._zones({"flood_zones": [answer]})
+    row = readings.read_zones({"flood_zones": [answer]})
     assert row["worst"] == "0.5-1" and analysis.level_of(row["index"]) == 3
 
 
@@ -233,7 +233,7 @@ def test_a_planned_zone_with_its_dashed_border_reads_as_planned_and_nothing_unkn
     assert reading.counts[tiles.UNRECOGNISED] == 0 and not reading.unreadable()
     assert reading.counts["steep_slope_planned_border"] > 0
     assert reading.counts["steep_slope_planned_special"] > 120 * 120
-    row = analysis._zones({"steep_slope_zones": [{"counts": reading.counts, "rects": []}]})
+    row = readings.read_zones({"steep_slope_zones": [{"counts": reading.counts, "rects": []}]})
     # Planned special warning: one level below a designated one, and said so.
     assert row["worst"] == "steep_slope_planned_special"
     assert analysis.level_of(row["index"]) == 4 and row["state"] == "zones"
@@ -286,7 +286,7 @@ def flood_row(png: bytes) -> tuple[tiles.Reading, dict]:
     tile, outline = inside_tile()
     reading = tiles.read_tiles(tiles.LEGENDS[FLOOD], outline, [(tile, png)])
     answer = {"counts": reading.counts, "rects": [], "stray": reading.stray}
-    return reading, analysis._zones({"flood_zones": [answer]})
+    return reading, readings.read_zones({"flood_zones": [answer]})
 
 
 def test_a_few_stray_colours_make_the_layer_uncertain_never_a_lower_level():
@@ -361,14 +361,14 @@ def test_tiles_off_an_unconfirmed_legend_leave_the_layer_uncertain_however_few_c
     counts = {zone.key: 0 for zone in tiles.LEGENDS[surge]} | {"none": 97, "other": 3}
     off = {"path": surge, "share": 1.0, "colours": {"#123456FF": 3}}
     answer = {"counts": counts, "rects": [], "stray": {"#123456FF": 3}, "unreadable": off}
-    row = analysis._zones({"storm_surge_zones": [answer]})
+    row = readings.read_zones({"storm_surge_zones": [answer]})
     assert (row["state"], row["index"]) == (analysis.UNCERTAIN, None)
     assert row["unreadable"] == {"storm_surge_zones": off}
     flagless = {k: v for k, v in answer.items() if k != "unreadable"}
-    assert analysis._zones({"storm_surge_zones": [flagless]})["state"] == analysis.NO_ZONE
+    assert readings.read_zones({"storm_surge_zones": [flagless]})["state"] == analysis.NO_ZONE
     # Beside a known class, that class's level stands as the least it can be, never less.
     counts["3-5"] = 40
-    row = analysis._zones({"storm_surge_zones": [answer]})
+    row = readings.read_zones({"storm_surge_zones": [answer]})
     assert row["state"] == analysis.ZONES and analysis.level_of(row["index"]) == 4
     assert row["stray"] == {"storm_surge_zones": {"#123456FF": 3}}
     # The report says why, in both languages, beside the layer.
@@ -496,20 +496,20 @@ def rows(landslide_share: float) -> list[dict]:
         {
             "key": "liquefaction",
             "state": "read",
-            "index": analysis.index_of(3),
+            "index": readings.index_of(3),
             "numbers": {"moderate_or_high_share": 0.3},
         },
         {
             "key": "landslide",
             "state": "zones" if found else "no_zone",
-            "index": analysis.index_of(3) if found else None,
+            "index": readings.index_of(3) if found else None,
             "numbers": {"worst_class_share": landslide_share} if found else {},
             "worst": "landslide_warning" if found else None,
         },
         {
             "key": "seismic",
             "state": "read",
-            "index": analysis.index_of(2),
+            "index": readings.index_of(2),
             "numbers": {"shaking_prob_30y": 0.02},
         },
     ]

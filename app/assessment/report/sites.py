@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..grid.locate import bearing_of, compass, offsets_m
-from .analysis import READ, SHOWN, UNCERTAIN, ZONES, state_of
 from .spot import rounded
+from .states import READ, SHOWN, UNCERTAIN, ZONES, state_of
 
 # A report layer -> the GSI hazard type of the sites designated for it
 # (sources/evacuation.HAZARDS): house collapse, flood duration and the planned scale are

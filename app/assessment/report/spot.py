@@ -12,6 +12,7 @@ from typing import Any
 
 from ..grid.locate import Nearest, compass
 from ..grid.tiles import NO_ZONE, UNRECOGNISED, ZoneClass
+from .readings import SHAKING_BANDS
 
 SPOT_ZOOM = 17  # the portal's deepest zoom (docs/providers.md)
 NAMES = {
@@ -96,8 +97,6 @@ def liquefaction_key(answer: Mapping[str, Any] | None) -> str:
 
 def shaking_key(answer: Mapping[str, Any] | None) -> str:
     """Return the shaking band of a mesh's answer (None: no data there)."""
-    from .analysis import SHAKING_BANDS
-
     if answer is None:
         return "not_mapped"
     p = float(answer["shaking_prob_30y"])
