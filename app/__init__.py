@@ -96,7 +96,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # and still cost each Flask request. Its after-request hook stays: it counts failures.
     app.before_request_funcs[None].remove(limiter._check_request_limit)
 
-    from .assessment.sources.providers import choose_provider
+    from .assessment.sources.probe import choose_provider
     from .jobs import housekeeping
     from .jobs.runner import Runner
 
@@ -236,7 +236,7 @@ def _start_recheck(app: Flask) -> None:
         if state["pid"] == os.getpid():
             return
         state["pid"] = os.getpid()
-    from .assessment.sources.providers import recheck
+    from .assessment.sources.probe import recheck
 
     def switch(provider: Any, choice: dict[str, Any]) -> None:
         app.extensions["layer_provider"], app.extensions["provider_choice"] = provider, choice

@@ -693,7 +693,7 @@ def test_unset_a_silent_service_means_the_demo_and_says_why(make_app, service, c
 
 
 def test_unset_the_services_are_asked_again_and_real_data_follows_them(make_app, service, caplog):
-    from app.assessment.sources.providers import serving
+    from app.assessment.sources.probe import serving
 
     down = lambda path: (503, b"", {}) if "/portal/" in path else normal(path)  # noqa: E731
     service.answer = down

@@ -104,7 +104,8 @@ def providers_check() -> None:
     Run it on a connected machine before opening the shop: a layer whose sample is missing
     (404), all transparent or painted in colours not in its legend is not available.
     """
-    from ..assessment.sources.providers import check_real, make_provider
+    from ..assessment.sources.probe import check_real
+    from ..assessment.sources.providers import make_provider
 
     provider = current_app.extensions["layer_provider"]
     real = provider.real_providers() if hasattr(provider, "real_providers") else []
