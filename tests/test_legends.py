@@ -16,7 +16,7 @@ import shapely
 from PIL import Image
 
 from app.assessment import resolve_place
-from app.assessment.grid import tiles, zones
+from app.assessment.grid import legends, tiles, zones
 from app.assessment.place import outlines
 from app.assessment.report import analysis, readings
 from app.assessment.sources import portal
@@ -135,9 +135,9 @@ def inside_tile() -> tuple[mercantile.Tile, shapely.Geometry]:
 @pytest.mark.parametrize(("path", "colour", "key", "level"), PUBLISHED)
 def test_each_published_colour_reads_as_its_class_and_sets_its_level(path, colour, key, level):
     tile, outline = inside_tile()
-    reading = tiles.read_tiles(tiles.LEGENDS[path], outline, [(tile, filled(rgb(colour)))])
+    reading = tiles.read_tiles(legends.LEGENDS[path], outline, [(tile, filled(rgb(colour)))])
     assert reading.counts[key] == SIZE * SIZE
-    zone = next(zone for zone in tiles.LEGENDS[path] if zone.key == key)
+    zone = next(zone for zone in legends.LEGENDS[path] if zone.key == key)
     assert zone.level == level and zone.colour == colour and zone.source.endswith(".png")
     assert zone.planned == ("planned" in key)
 
@@ -153,11 +153,11 @@ PLANNED_IMAGE = "https://disaportal.gsi.go.jp/maps/image/legend/shinsui_legend3.
 @pytest.mark.parametrize(("colour", "key", "level"), DEPTH)
 def test_the_planned_scale_reads_the_depth_legend_and_sets_no_level(colour, key, level):
     tile, outline = inside_tile()
-    reading = tiles.read_tiles(tiles.LEGENDS[PLANNED], outline, [(tile, filled(rgb(colour)))])
+    reading = tiles.read_tiles(legends.LEGENDS[PLANNED], outline, [(tile, filled(rgb(colour)))])
     assert reading.counts[key] == SIZE * SIZE
-    zone = next(zone for zone in tiles.LEGENDS[PLANNED] if zone.key == key)
+    zone = next(zone for zone in legends.LEGENDS[PLANNED] if zone.key == key)
     assert zone.colour == colour and zone.level == 0 and zone.source == PLANNED_IMAGE
-    at_maximum = next(zone for zone in tiles.LEGENDS[FLOOD] if zone.key == key)
+    at_maximum = next(zone for zone in legends.LEGENDS[FLOOD] if zone.key == key)
     assert (zone.rank, zone.label_en, zone.label_ja) == (
         at_maximum.rank,
         at_maximum.label_en,
@@ -171,27 +171,27 @@ def test_house_collapse_and_duration_colours_read_as_their_class_and_say_whose_w
     path, colour, key, level
 ):
     tile, outline = inside_tile()
-    reading = tiles.read_tiles(tiles.LEGENDS[path], outline, [(tile, filled(rgb(colour)))])
+    reading = tiles.read_tiles(legends.LEGENDS[path], outline, [(tile, filled(rgb(colour)))])
     assert reading.counts[key] == SIZE * SIZE
-    zone = next(zone for zone in tiles.LEGENDS[path] if zone.key == key)
+    zone = next(zone for zone in legends.LEGENDS[path] if zone.key == key)
     assert zone.level == level and zone.colour == colour
     assert zone.source.startswith("unconfirmed")  # no GSI legend image was found for them
 
 
 def test_a_one_colour_legend_keeps_a_tolerance_of_its_own():
     # House collapse has one class per dataset: no two colours to keep apart.
-    legend = tiles.LEGENDS[COLLAPSE_FLOW]
+    legend = legends.LEGENDS[COLLAPSE_FLOW]
     assert tiles.tolerance(legend) == tiles.SINGLE_TOLERANCE
     near, far = (255 - tiles.SINGLE_TOLERANCE, 0, 0, 255), (255, 0, 80, 255)
     assert tiles.classify(np.array([[near, far]]), legend).tolist() == [[1, -1]]
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in tiles.LEGENDS if len(tiles.zones_of(tiles.LEGENDS[p])) > 1]
+    "path", [p for p in legends.LEGENDS if len(legends.zones_of(legends.LEGENDS[p])) > 1]
 )
 def test_the_tolerance_is_below_half_the_distance_of_the_two_closest_colours(path):
-    legend = tiles.LEGENDS[path]
-    colours = [zone.rgb for zone in tiles.zones_of(legend)]
+    legend = legends.LEGENDS[path]
+    colours = [zone.rgb for zone in legends.zones_of(legend)]
     closest = min(
         int(tiles.distance(a, b)) for i, a in enumerate(colours) for b in colours[i + 1 :]
     )
@@ -211,7 +211,7 @@ def test_the_tolerance_is_below_half_the_distance_of_the_two_closest_colours(pat
 def test_a_depth_of_half_a_metre_to_a_metre_is_never_read_as_under_half_a_metre():
     # Before: with a tolerance of 24 #F8E1A6 (0.5-1 m) read as "under 0.5 m", level 2.
     tile, outline = inside_tile()
-    reading = tiles.read_tiles(tiles.LEGENDS[FLOOD], outline, [(tile, filled(rgb("#F8E1A6")))])
+    reading = tiles.read_tiles(legends.LEGENDS[FLOOD], outline, [(tile, filled(rgb("#F8E1A6")))])
     answer = {"counts": reading.counts, "rects": []}
     row = readings.read_zones({"flood_zones": [answer]})
     assert row["worst"] == "0.5-1" and analysis.level_of(row["index"]) == 3
@@ -219,16 +219,16 @@ def test_a_depth_of_half_a_metre_to_a_metre_is_never_read_as_under_half_a_metre(
 
 @pytest.mark.parametrize("path", [FLOOD, DEBRIS])
 def test_an_edge_at_partial_alpha_counts_in_its_class(path):
-    zone = tiles.zones_of(tiles.LEGENDS[path])[1]
-    straight = tiles.decode(filled(zone.rgb, alpha=60), tiles.LEGENDS[path])
-    faded = tiles.decode(filled(tuple(c * 60 // 255 for c in zone.rgb), 60), tiles.LEGENDS[path])
-    index = tiles.LEGENDS[path].index(zone) + 1
+    zone = legends.zones_of(legends.LEGENDS[path])[1]
+    straight = tiles.decode(filled(zone.rgb, alpha=60), legends.LEGENDS[path])
+    faded = tiles.decode(filled(tuple(c * 60 // 255 for c in zone.rgb), 60), legends.LEGENDS[path])
+    index = legends.LEGENDS[path].index(zone) + 1
     assert (straight == index).all() and (faded == index).all()
 
 
 def test_a_planned_zone_with_its_dashed_border_reads_as_planned_and_nothing_unknown():
     tile, outline = inside_tile()
-    legend = tiles.LEGENDS[SLOPE]
+    legend = legends.LEGENDS[SLOPE]
     reading = tiles.read_tiles(legend, outline, [(tile, planned_zone(rgb("#FB5333")))])
     assert reading.counts[tiles.UNRECOGNISED] == 0 and not reading.unreadable()
     assert reading.counts["steep_slope_planned_border"] > 0
@@ -244,7 +244,7 @@ def test_a_planned_zone_with_its_dashed_border_reads_as_planned_and_nothing_unkn
 
 def test_unknown_colours_are_counted_and_over_five_percent_make_the_layer_unreadable():
     tile, outline = inside_tile()
-    legend = tiles.LEGENDS[FLOOD]
+    legend = legends.LEGENDS[FLOOD]
     pixels = np.zeros((SIZE, SIZE, 4), dtype=np.uint8)
     pixels[:, :128] = (*rgb("#FFB7B7"), 255)
     pixels[:, 128:136] = (0x00, 0x80, 0x00, 255)  # 8 columns of green: 5.9 % of the paint
@@ -272,7 +272,7 @@ def mix(a: str, b: str, t: float = 0.5) -> tuple[int, int, int]:
     ],
 )
 def test_an_edge_is_a_blend_of_two_legend_colours(rgba, path, edge):
-    assert tiles.is_edge(rgba, tiles.LEGENDS[path]) is edge
+    assert tiles.is_edge(rgba, legends.LEGENDS[path]) is edge
 
 
 def three_to_five_with(columns: slice, colour: tuple[int, ...]) -> bytes:
@@ -284,7 +284,7 @@ def three_to_five_with(columns: slice, colour: tuple[int, ...]) -> bytes:
 
 def flood_row(png: bytes) -> tuple[tiles.Reading, dict]:
     tile, outline = inside_tile()
-    reading = tiles.read_tiles(tiles.LEGENDS[FLOOD], outline, [(tile, png)])
+    reading = tiles.read_tiles(legends.LEGENDS[FLOOD], outline, [(tile, png)])
     answer = {"counts": reading.counts, "rects": [], "stray": reading.stray}
     return reading, readings.read_zones({"flood_zones": [answer]})
 
@@ -358,7 +358,7 @@ def test_tiles_off_an_unconfirmed_legend_leave_the_layer_uncertain_however_few_c
     # and read "no zone" without the work's flag that the legend did not fit.
     assert "storm_surge_zones" in portal.UNCONFIRMED and "flood_zones" not in portal.UNCONFIRMED
     surge = "03_hightide_l2_shinsuishin_data"
-    counts = {zone.key: 0 for zone in tiles.LEGENDS[surge]} | {"none": 97, "other": 3}
+    counts = {zone.key: 0 for zone in legends.LEGENDS[surge]} | {"none": 97, "other": 3}
     off = {"path": surge, "share": 1.0, "colours": {"#123456FF": 3}}
     answer = {"counts": counts, "rects": [], "stray": {"#123456FF": 3}, "unreadable": off}
     row = readings.read_zones({"storm_surge_zones": [answer]})
@@ -391,7 +391,7 @@ def test_an_anti_aliased_edge_between_two_classes_leaves_the_layer_certain():
 
 
 def test_two_prefectures_tiles_of_one_place_merge_worst_first():
-    legend = tiles.LEGENDS[SLIDE]
+    legend = legends.LEGENDS[SLIDE]
     index = {zone.key: i for i, zone in enumerate(legend, start=1)}
     warning, special = index["landslide_warning"], index["landslide_special"]
     a = np.array([[0, warning, special, -1]], dtype=np.int8)

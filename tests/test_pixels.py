@@ -17,13 +17,13 @@ import pytest
 from PIL import Image
 
 from app.assessment import resolve_place
-from app.assessment.grid import locate, pixels, tiles, zones
+from app.assessment.grid import legends, locate, pixels, tiles, zones
 from app.assessment.sources import portal
 from app.assessment.sources.providers import make_provider
 from app.assessment.work import run_assessment
 from app.caches.singleflight import SingleFlightCache
 
-FLOOD = tiles.LEGENDS[portal.ZONE_DATASETS["flood_zones"]]
+FLOOD = legends.LEGENDS[portal.ZONE_DATASETS["flood_zones"]]
 
 
 def palette_tile(transparency) -> bytes:

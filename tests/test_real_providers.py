@@ -22,7 +22,7 @@ from PIL import Image
 
 from app.assessment import resolve_place
 from app.assessment.errors import ProviderError
-from app.assessment.grid import tiles, zones
+from app.assessment.grid import legends, tiles, zones
 from app.assessment.grid.sampling import MESH_BUDGET, mesh250, mesh_centre
 from app.assessment.place import outlines
 from app.assessment.report import analysis
@@ -77,8 +77,8 @@ def sample_tile(colour: tuple[int, int, int]) -> bytes:
 
 
 SAMPLES = {
-    f"/portal/{ZONE_DATASETS[dataset]}/{key}.png": tiles.zones_of(
-        tiles.LEGENDS[ZONE_DATASETS[dataset]]
+    f"/portal/{ZONE_DATASETS[dataset]}/{key}.png": legends.zones_of(
+        legends.LEGENDS[ZONE_DATASETS[dataset]]
     )[-1].rgb
     for dataset, key in SAMPLE_TILES.items()
 }

@@ -1,6 +1,6 @@
 """What lies at a point report's spot, how far the nearest zones are, and the map under them.
 
-Tiles are constructed here to the portal's documented legend (tiles.LEGENDS, whose colours
+Tiles are constructed here to the portal's documented legend (legends.LEGENDS, whose colours
 docs/providers.md sources): painted by distance from the spot, so the spot's class and the
 nearest zone's distance and direction are known in metres. The base map tiles are
 constructed stand-ins for GSI's pale map (a flat tint, a road grid and a river), not GSI's
@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from app.assessment import resolve_place
-from app.assessment.grid import locate, tiles, zones
+from app.assessment.grid import legends, locate, tiles, zones
 from app.assessment.grid.sampling import mesh250
 from app.assessment.report import maps, spot
 from app.assessment.report.analysis import LAYERS, describe, legend_of, translate
@@ -33,12 +33,12 @@ from tests.test_latin_walk import latin_words
 from tests.test_real_providers import RECORDED
 
 SPOT = (35.4540, 139.6380)  # Yokohama, in J-SHIS mesh 5339154113 (the recorded answers')
-FLOOD = tiles.LEGENDS[ZONE_DATASETS["flood_zones"]]
-PLANNED = tiles.LEGENDS[ZONE_DATASETS["flood_planned_zones"]]
-SLOPE = tiles.LEGENDS[ZONE_DATASETS["steep_slope_zones"]]
+FLOOD = legends.LEGENDS[ZONE_DATASETS["flood_zones"]]
+PLANNED = legends.LEGENDS[ZONE_DATASETS["flood_planned_zones"]]
+SLOPE = legends.LEGENDS[ZONE_DATASETS["steep_slope_zones"]]
 
 
-def zone(legend: tuple, key: str) -> tiles.ZoneClass:
+def zone(legend: tuple, key: str) -> legends.ZoneClass:
     return next(z for z in legend if z.key == key)
 
 
@@ -166,7 +166,7 @@ def test_distances_are_rounded_as_a_reader_wants_them(metres, said) -> None:
 )  # fmt: skip
 def test_a_spot_on_a_planned_zone_s_border_says_so_in_words(kind, en, ja) -> None:
     # Before: the raw key (steep_slope_planned_border) in both languages.
-    legend = tiles.LEGENDS[ZONE_DATASETS[f"{kind}_zones"]]
+    legend = legends.LEGENDS[ZONE_DATASETS[f"{kind}_zones"]]
     border = next(i for i, z in enumerate(legend, 1) if z.border)
     said = spot.zone_spot([(legend, border, {})], legend_of("landslide"))["at_point"]
     assert said == {"key": f"{kind}_planned_border", "en": en, "ja": ja}

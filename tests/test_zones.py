@@ -18,7 +18,7 @@ from PIL import Image
 
 from app.assessment import resolve_place
 from app.assessment.errors import PlaceNotFound
-from app.assessment.grid import tiles, zones
+from app.assessment.grid import legends, tiles, zones
 from app.assessment.place import outlines
 from app.assessment.report.analysis import LAYERS, describe, translate
 from app.assessment.report.provenance import outline_edition
@@ -59,15 +59,15 @@ def inside_tile() -> tuple[mercantile.Tile, shapely.Geometry]:
 
 @pytest.mark.parametrize(
     "dataset, zone",
-    [(dataset, zone) for dataset, legend in tiles.LEGENDS.items() for zone in legend],
+    [(dataset, zone) for dataset, legend in legends.LEGENDS.items() for zone in legend],
     ids=lambda value: getattr(value, "key", value),
 )
 def test_each_legend_colour_reads_as_its_class(dataset, zone):
     tile, outline = inside_tile()
     # Off by as much as the legend's tolerance on every channel, as a renderer's colours are.
-    off = 0 if zone.border else tiles.tolerance(tiles.LEGENDS[dataset])
+    off = 0 if zone.border else tiles.tolerance(legends.LEGENDS[dataset])
     r, g, b = (c - off if c >= off else c + off for c in zone.rgb)
-    reading = tiles.read_tiles(tiles.LEGENDS[dataset], outline, [(tile, png((r, g, b, 255)))])
+    reading = tiles.read_tiles(legends.LEGENDS[dataset], outline, [(tile, png((r, g, b, 255)))])
     assert reading.counts[zone.key] == SIZE * SIZE
     assert reading.shares()[zone.key] == 1.0
     others = {k: v for k, v in reading.counts.items() if k != zone.key}
@@ -76,7 +76,7 @@ def test_each_legend_colour_reads_as_its_class(dataset, zone):
 
 def test_transparent_missing_and_unknown_colours_are_told_apart():
     tile, outline = inside_tile()
-    legend = tiles.LEGENDS[FLOOD]
+    legend = legends.LEGENDS[FLOOD]
     transparent = tiles.read_tiles(legend, outline, [(tile, png((0, 0, 0, 0)))])
     missing = tiles.read_tiles(legend, outline, [(tile, None)])
     coloured = tiles.read_tiles(legend, outline, [(tile, png((0xFF, 0x91, 0x91, 255)))])
@@ -94,7 +94,7 @@ def test_a_tile_straddling_the_outline_counts_only_the_pixels_inside():
     west, south, east, north = mercantile.bounds(tile)
     # An outline that covers the tile's western half (and a little beyond it, north, south).
     outline = shapely.box(west - 0.01, south - 0.01, (west + east) / 2, north + 0.01)
-    legend = tiles.LEGENDS[FLOOD]
+    legend = legends.LEGENDS[FLOOD]
     # The western half is 3-5 m deep, the eastern >= 20 m: only the west may count.
     tile_png = half_png((0xFF, 0xB7, 0xB7, 255), (0xDC, 0x7A, 0xDC, 255))
     reading = tiles.read_tiles(legend, outline, [(tile, tile_png)])
@@ -115,7 +115,7 @@ def test_a_straddling_tile_of_a_real_outline_counts_what_lies_inside():
     inside = tiles.inside_mask(edge, outline)
     assert 0 < inside.sum() < SIZE * SIZE
     reading = tiles.read_tiles(
-        tiles.LEGENDS[FLOOD], outline, [(edge, png((0xF7, 0xF5, 0xA9, 255)))]
+        legends.LEGENDS[FLOOD], outline, [(edge, png((0xF7, 0xF5, 0xA9, 255)))]
     )
     assert reading.counts["0.3-0.5"] == inside.sum() == reading.total()
 
@@ -437,7 +437,7 @@ def test_the_demo_s_inland_flooding_stops_at_0_5_to_3_m():
     # Rain the drains cannot take: the demo paints no inland depth past the 0.5-3 m class.
     from app.assessment.sources import portal
 
-    legend = tiles.LEGENDS[portal.ZONE_DATASETS["inland_flood_zones"]]
+    legend = legends.LEGENDS[portal.ZONE_DATASETS["inland_flood_zones"]]
     deepest = {"0.5-3"} | {zone.key for zone in legend if zone.rank < 4}
     seen: set[str] = set()
     for x in range(3630, 3646):  # a row of z12 tiles across Kanto's plain
@@ -455,7 +455,7 @@ def test_the_demo_s_planned_scale_lies_inside_its_flood_zones_and_is_shallower()
     # so the demo paints it only where it paints flood, and in a shallower class there.
     from app.assessment.sources import portal
 
-    legend = tiles.LEGENDS[portal.ZONE_DATASETS["flood_planned_zones"]]
+    legend = legends.LEGENDS[portal.ZONE_DATASETS["flood_planned_zones"]]
     painted = shallower = 0
     for x in range(3630, 3646):  # a row of z12 tiles across Kanto's plain
         key = f"12/{x}/1612"

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
 from .errors import ProviderError, Stopped, UnreadableTiles
-from .grid import locate, pixels, tiles, zones
+from .grid import legends, locate, pixels, tiles, zones
 from .grid.sampling import mesh250
 from .place.area import Area
 from .report import maps, provenance, sites, spot
@@ -165,7 +165,7 @@ def run_assessment(
     done_lock = threading.Lock()
     # A point's report also says what lies at the spot itself (report/spot.py).
     here = (area.lat, area.lon) if getattr(area, "radius_m", 0) else None
-    spots: dict[str, tuple[tuple[tiles.ZoneClass, ...], int, locate.Nearest]] = {}
+    spots: dict[str, tuple[tuple[legends.ZoneClass, ...], int, locate.Nearest]] = {}
     rasters: dict[str, maps.ZoneRaster] = {}
 
     def tick(dataset: str) -> None:
@@ -173,7 +173,7 @@ def run_assessment(
             done_keys[dataset] += 1
 
     def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
-        legend = tiles.LEGENDS[portal.ZONE_DATASETS[dataset]]
+        legend = legends.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
         raster = rasters[dataset] = maps.ZoneRaster(
             legend, zone_plan.outline.geometry.bounds, zone_plan.zoom

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import numpy as np
 from PIL import Image
 
-from . import locate, tiles
+from . import legends, locate, tiles
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -211,7 +211,7 @@ def call(fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
 
 
-def classes_of(png: bytes | None, legend: tuple[tiles.ZoneClass, ...]) -> np.ndarray:
+def classes_of(png: bytes | None, legend: tuple[legends.ZoneClass, ...]) -> np.ndarray:
     """Return the class of every pixel of a tile, as tiles.decode does; palettes by colour."""
     if png is None:
         return tiles.decode(None, legend)
@@ -248,7 +248,7 @@ class Unreadable(ValueError):
 
 def classes_over(
     pngs: list[tuple[str, bytes | None]],
-    legend: tuple[tiles.ZoneClass, ...],
+    legend: tuple[legends.ZoneClass, ...],
     inside: np.ndarray | None,
 ) -> tuple[np.ndarray, bool, dict[str, int], dict[str, int]]:
     """Return a tile's classes from its PNGs (one per prefecture read), whether every one
@@ -274,7 +274,7 @@ def classes_over(
 def work_tile(
     tile: Any,
     pngs: list[tuple[str, bytes | None]],
-    legend: tuple[tiles.ZoneClass, ...],
+    legend: tuple[legends.ZoneClass, ...],
     packed: Any,
     bounds: tuple[float, float, float, float],
     factor: int,
@@ -294,7 +294,7 @@ def work_tile(
 
 
 def class_at(
-    pngs: list[tuple[str, bytes | None]], legend: tuple[tiles.ZoneClass, ...], col: int, row: int
+    pngs: list[tuple[str, bytes | None]], legend: tuple[legends.ZoneClass, ...], col: int, row: int
 ) -> Any:
     """Return the class of one pixel of a tile read from its PNGs (the spot's)."""
     classes, *_ = classes_over(pngs, legend, None)

@@ -153,7 +153,7 @@ DETAILS = (
 
 def legend_of(key: str) -> list[dict[str, Any]]:
     """Return a layer's classes in order: key, colour, names, and the dataset they are of."""
-    from ..grid.tiles import LEGENDS
+    from ..grid.legends import LEGENDS
     from ..sources.portal import ZONE_DATASETS
 
     layer = next(layer for layer in LAYERS if layer.key == key)
@@ -209,7 +209,7 @@ def class_names(zone: Any) -> tuple[str, str]:
 
 def worded(at_point: Mapping[str, Any]) -> dict[str, Any]:
     """Return a stored at_point in words: reports once stored a border's raw key as its name."""
-    from ..grid.tiles import LEGENDS
+    from ..grid.legends import LEGENDS
 
     key = at_point["key"]
     if at_point.get("en") != key:
@@ -280,7 +280,7 @@ OFF_LEGEND = {
 
 def off_legend_notes(unreadable: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
     """Say, per dataset whose tiles are off its unconfirmed legend, why its layer is uncertain."""
-    from ..grid.tiles import UNCONFIRMED_SOURCE
+    from ..grid.legends import UNCONFIRMED_SOURCE
 
     today = datetime.now(UTC).date().isoformat()  # the report's dates are UTC's
     return [

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from shapely.geometry.base import BaseGeometry
 
-from ..grid import tiles
+from ..grid import legends, tiles
 from ..grid.zones import Plan
 
 
@@ -138,7 +138,7 @@ def png_uri(image: Any) -> str:
 class ZoneRaster:
     """One dataset's classes over an extent's box, at the zoom (or a power-of-2 fraction)."""
 
-    def __init__(self, legend: tuple[tiles.ZoneClass, ...], bounds: Any, zoom: int) -> None:
+    def __init__(self, legend: tuple[legends.ZoneClass, ...], bounds: Any, zoom: int) -> None:
         west, south, east, north = bounds
         x0, y0 = _global_px(west, north, zoom)
         x1, y1 = _global_px(east, south, zoom)

@@ -87,7 +87,7 @@ def _zones_result(
 
 
 def read_zones(fetched: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    from ..grid.tiles import LEGENDS
+    from ..grid.legends import LEGENDS
     from ..sources.portal import ZONE_DATASETS
 
     rows = []

@@ -10,8 +10,9 @@ metres, bearings, compass points); the template words them.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..grid.legends import ZoneClass
 from ..grid.locate import Nearest, compass
-from ..grid.tiles import NO_ZONE, UNRECOGNISED, ZoneClass
+from ..grid.tiles import NO_ZONE, UNRECOGNISED
 from .readings import SHAKING_BANDS
 
 SPOT_ZOOM = 17  # the portal's deepest zoom (docs/providers.md)

@@ -28,15 +28,8 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ProviderError, UpstreamError
-from ..grid.tiles import (
-    LEGENDS,
-    UNKNOWN_LIMIT,
-    classify,
-    parse_tile_key,
-    pixel_axes,
-    read_rgba,
-    zones_of,
-)
+from ..grid.legends import LEGENDS, zones_of
+from ..grid.tiles import UNKNOWN_LIMIT, classify, parse_tile_key, pixel_axes, read_rgba
 from ..grid.zones import PER_PREFECTURE, dataset_keys
 from .http import Client, RetryPolicy
 
