@@ -27,12 +27,14 @@ DESKTOP = {"width": 1280, "height": 800}
 def to_japanese(page, server):
     """Switch the interface to Japanese, as set-up for a test of something else.
 
-    Twice in CI (a phone's page, 2026-12-03 and -04) the switch's form was sent, its
-    redirect landed on "/", and the page was still English, with nothing in the server's
-    log; it never happened here in 6 runs. Until that is understood, a switch that did not
-    take is tried once more and said as a warning in the run's summary, with what the
-    browser saw, so the next run that meets it shows where it went; the switch itself is
-    test_browser.py's test_the_journey_in_japanese.
+    Twice in CI (2026-12-03 and -04) the switch's redirect landed on "/" still English, and
+    once here (2026-12-05) the next page was English again: the browser's request for
+    /favicon.ico, sent with the session as it was before the switch, answered 404 and wrote
+    the session (Flask-Login's "_fresh") after the switch had. The icon is now named by
+    the pages and /favicon.ico writes nothing (test_i18n's
+    test_the_first_page_s_own_requests_never_take_a_language_switch_back). A switch that
+    did not take is still tried once more and said as a warning in the run's summary, with
+    what the browser saw: a warning there now means another such request exists.
     """
     for attempt in (1, 2):
         page.goto(server.url + "/")

@@ -3,7 +3,7 @@
 import functools
 from datetime import date
 
-from flask import Blueprint, current_app, render_template
+from flask import Blueprint, current_app, redirect, render_template, url_for
 from flask_babel import to_user_timezone
 from flask_login import current_user, login_required
 
@@ -32,6 +32,18 @@ def dashboard():
         typical_seconds=estimate.typical_seconds(),
         lapsing=_lapsing(),
     )
+
+
+@bp.get("/favicon.ico")
+def favicon():
+    """Send a browser that asks the old way to the icon the pages name (base.html).
+
+    Nothing here reads the user or the session, so the answer never writes the session's
+    cookie: a browser asks for the icon beside the reader's first click, and a cookie it
+    wrote from the session as it was before that click (a switch of language, say) would
+    land after the click's and take the click back.
+    """
+    return redirect(url_for("static", filename="favicon.svg"), 301)
 
 
 @bp.get("/points")
