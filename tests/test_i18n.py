@@ -170,21 +170,26 @@ def test_the_status_fragment_speaks_both_languages_in_every_billing_state(
     assert re.findall(r"[A-Za-z]{2,}", visible_text(ja)) == []
 
 
-def test_the_first_page_s_own_requests_never_take_a_language_switch_back(client):
-    # A browser asks for the first page's icon and files beside the reader's first click,
-    # each with the session's cookie as it was before that click. One of them that wrote
-    # the session would land its old cookie after the switch's and take the language back
-    # (CI, three times: /favicon.ico, a 404 then, wrote Flask-Login's "_fresh" flag).
-    page = client.get("/").get_data(as_text=True)
-    before = client.get_cookie("session").value
-    asked = [*re.findall(r'(?:href|src)="(/static/[^"]+)"', page), "/favicon.ico"]
-    assert "/static/favicon.svg" in asked
-    for path in asked:
-        answer = client.get(path, follow_redirects=True)
-        assert answer.status_code == 200 and "Set-Cookie" not in answer.headers, path
-    switched = client.post("/language", data={"lang": "ja", "csrf_token": csrf_token(page)})
-    assert switched.status_code == 303 and client.get_cookie("session").value != before
-    assert '<html lang="ja">' in client.get("/").get_data(as_text=True)
+def test_the_first_page_s_own_requests_never_take_a_language_switch_back(app):
+    # A browser asks for the first page's icon and files (and others it guesses, as Safari
+    # its apple-touch-icon) beside the reader's first click, each with the session as it
+    # was before that click. One that wrote the session would land that old cookie after
+    # the switch's and take the language back (CI, three times: /favicon.ico, a 404 then,
+    # wrote Flask-Login's "_fresh" flag). No such request writes it, whichever page came
+    # first.
+    for first in ("/", "/login", "/signup"):
+        client = app.test_client()
+        page = client.get(first).get_data(as_text=True)
+        before = client.get_cookie("session").value
+        asked = [*re.findall(r'(?:href|src)="(/static/[^"]+)"', page), "/favicon.ico"]
+        assert "/static/favicon.svg" in asked
+        for path in [*asked, "/apple-touch-icon.png", "/no-such-page"]:
+            assert "Set-Cookie" not in client.get(path).headers, (first, path)
+        icon = client.get("/favicon.ico", follow_redirects=True)
+        assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
+        switched = client.post("/language", data={"lang": "ja", "csrf_token": csrf_token(page)})
+        assert switched.status_code == 303 and client.get_cookie("session").value != before
+        assert '<html lang="ja">' in client.get("/").get_data(as_text=True)
 
 
 def test_the_poll_keeps_the_language_of_the_page(make_app, sql):

@@ -89,6 +89,22 @@ def unauthorized():
     return redirect(url_for("auth.login", next=request.path))
 
 
+@bp.after_app_request
+def anonymous_sessions_start_not_fresh(response):
+    """Make an anonymous session not fresh in the response that writes it anyway.
+
+    Flask-Login marks a session not fresh (its basic session protection) the first time a
+    request reads the user from a session that holds anything, such as the CSRF token the
+    first page stored; that request writes the session. Left to whichever request came
+    next, it was a browser's own request beside the reader's first click (an icon, any
+    404), sent with the session from before the click and answered after it: its cookie
+    took a language switch back. Marked here, no later request has anything to write.
+    """
+    if session.modified and "_user_id" not in session and session.get("_fresh") is not False:
+        session["_fresh"] = False
+    return response
+
+
 @login_manager.user_loader
 def load_user(user_id: str) -> User | None:
     """Load the signed-in user for Flask-Login, if their session was not revoked."""

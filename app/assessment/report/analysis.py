@@ -1,16 +1,17 @@
-"""From what the layers read to hazard levels, an overall score and a short narrative.
+"""The hazard layers, and from what they read to levels, an overall score and words.
 
 Flood (at the planned maximum and, shown only, the planned scale), tsunami, storm surge,
 inland flooding, house collapse, flood duration and landslide read the designated zones of
 the hazard map portal over the place's outline (shares of the area per legend class);
 liquefaction the landform class of the 250 m meshes inside it;
-seismic J-SHIS's 30-year probability of strong shaking there.
-Each layer's level, 1 (very low) to 5 (very high), follows from those shares by the rules
-below (SIGNIFICANT, DEPTH_LEVEL, the landslide, liquefaction and shaking rules); its index
-is the middle of that level's fifth of 0 to 1. The overall level is the
-worst layer's, and the score, 0 to 100, lies in that level's band (see headline.py): the
-score, its label and the worst layer agree by construction. Everything here is
-deterministic, so the same inputs always give the same report.
+seismic J-SHIS's 30-year probability of strong shaking there (LAYERS).
+Each layer's row, with its level from 1 (very low) to 5 (very high), is read from those
+shares by the rules in readings.py; its index is the middle of that level's fifth of 0 to
+1; its state is one of states.py's. describe() words the rows in a language: each layer's
+label, the headline (the overall level is the worst layer's, and the score, 0 to 100, lies
+in that level's band: headline.py, so score, label and worst layer agree by construction)
+and the narrative (narrative.py). Everything here is deterministic, so the same inputs
+always give the same report.
 """
 
 from collections.abc import Callable, Mapping, Sequence

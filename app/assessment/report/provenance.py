@@ -43,17 +43,9 @@ COVERAGE_NAMES = {
     "flood_duration": ("浸水継続時間", "flood duration"),
 }
 # The flood-type datasets the portal's credit names (depths at both scales, house collapse,
-# duration), in the report's order; their names are the portal's (sources/portal.py).
-DEPTH_DATASETS = (
-    "flood_zones",
-    "flood_planned_zones",
-    "tsunami_zones",
-    "storm_surge_zones",
-    "inland_flood_zones",
-    "house_collapse_flow_zones",
-    "house_collapse_bank_zones",
-    "flood_duration_zones",
-)
+# duration): the portal's datasets but the landslide ones, named and ordered as it names
+# them (sources/portal.py).
+DEPTH_DATASETS = tuple(name for name in portal.NAMES if name not in LANDSLIDE_DATASETS)
 
 
 def describe(sources: dict[str, dict[str, Any]], area: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 ZONES, NO_ZONE, NOT_PUBLISHED = "zones", "no_zone", "not_published"
 OMITTED, READ, NO_DATA = "omitted", "read", "no_data"
 # A zone layer whose tiles hold colours of no legend class that are not anti-aliased edges
-# (tiles.stray_colours), NOISE_PIXELS or more, and no known class: they could be any class,
+# (tiles.stray_colours), readings.NOISE_PIXELS or more, and no known class: they could be any class,
 # the worst too, so the layer has no level (never a lower one) and the report says why.
 # With a known class as well, that class's level stands as the least it can be (a known
 # special warning zone never leaves the headline for a few stray pixels) and the report
