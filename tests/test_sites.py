@@ -207,6 +207,17 @@ def test_the_tiles_asked_hold_every_point_within_reach() -> None:
         }
 
 
+def test_sites_undated_by_gsi_say_the_day_their_oldest_tile_was_read() -> None:
+    # A tile from the layer cache may have been read days before the report it serves.
+    gsi = evacuation.GsiSites("http://gsi.invalid", None)
+    older = {"sites": [], "date": "", "read": "2026-11-30"}
+    newer = {"sites": [[139.0, 35.0, "公園", ""]], "date": "", "read": "2026-12-02"}
+    said = gsi.source([newer, older])
+    assert (said["date"], said["dated_by"]) == ("2026-11-30", "read")
+    dated = gsi.source([newer, {**older, "date": "2026-09-01"}])
+    assert (dated["date"], dated["dated_by"]) == ("2026-09-01", "modified")
+
+
 def test_the_demo_s_sites_are_constructed_the_same_every_time_inside_their_tile() -> None:
     key = "10/{}/{}".format(*mercantile.tile(SPOT[1], SPOT[0], 10)[:2])
     built = evacuation.constructed(4, key)

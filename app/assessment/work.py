@@ -513,5 +513,5 @@ def where_to_go(
                        for code in found}  # fmt: skip
     except ProviderError:
         pass  # said in the report: the sites could not be read
-    dates = [a["date"] for per in (answers or {}).values() for a in per]
-    return {**sites.section(found, answers, here, reach, place), "source": source.source(dates)}
+    read = [a for per in (answers or {}).values() for a in per]
+    return {**sites.section(found, answers, here, reach, place), "source": source.source(read)}

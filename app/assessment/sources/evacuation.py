@@ -13,7 +13,8 @@ over longitude and latitude, each holding a site of a type or not by a hash), na
 constructed: never a municipality's record.
 
 An answer is JSON-safe, so the shared cache can hold it:
-{"sites": [[lon, lat, name, address], ...], "date": "YYYY-MM-DD" (Last-Modified) or ""}.
+{"sites": [[lon, lat, name, address], ...], "date": "YYYY-MM-DD" (Last-Modified) or "",
+"read": "YYYY-MM-DD" (the day it was read; the demo's have none)}.
 """
 
 import hashlib
@@ -136,23 +137,30 @@ class GsiSites:
         except UpstreamError as exc:
             reason = f"GSI evacuation sites: {exc.reason}"
             raise ProviderError(dataset(code), key, reason, exc.detail) from exc
+        # Read today: kept with the answer, as the cache may hand it to a report days later.
+        read = datetime.now(UTC).date().isoformat()
         if response.status_code == 404:
-            return {"sites": [], "date": ""}
+            return {"sites": [], "date": "", "read": read}
         try:
             sites = parse_tile(response.content)
         except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not a collection:
             # never an error of the job's own: the report stands and says they were unread
             reason = "GSI evacuation sites: the answer is not a GeoJSON tile"
             raise ProviderError(dataset(code), key, reason) from exc
-        return {"sites": sites, "date": modified_date(response.headers.get("last-modified"))}
+        modified = modified_date(response.headers.get("last-modified"))
+        return {"sites": sites, "date": modified, "read": read}
 
-    def source(self, dates: list[str]) -> dict[str, Any]:
-        """Describe the data with its credit and date (the newest tile's, else today's)."""
-        known = sorted(d for d in dates if d)
+    def source(self, answers: list[dict[str, Any]]) -> dict[str, Any]:
+        """Describe the data with its credit and date: the newest tile's as GSI dated it,
+        else the day the oldest tile was read (a tile from the cache was read before today).
+        """
+        known = sorted(a["date"] for a in answers if a.get("date"))
+        read = sorted(a["read"] for a in answers if a.get("read"))
+        today = datetime.now(UTC).date().isoformat()
         return {
             "real": True,
             **CREDIT,
-            "date": known[-1] if known else datetime.now(UTC).date().isoformat(),
+            "date": known[-1] if known else read[0] if read else today,
             "dated_by": "modified" if known else "read",
         }
 
@@ -240,6 +248,6 @@ class DemoSites:
         """Return the constructed sites of a hazard type in a tile."""
         return {"sites": constructed(code, key), "date": ""}
 
-    def source(self, dates: list[str]) -> dict[str, Any]:
+    def source(self, answers: list[dict[str, Any]]) -> dict[str, Any]:
         """Say plainly that these sites are constructed."""
         return {"real": False}
