@@ -14,12 +14,12 @@ import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import escape
 
-from app.assessment import ProviderError, make_provider, resolve_place, run_assessment
+from app.assessment import ProviderError, fetchers, make_provider, resolve_place, run_assessment
 from app.assessment import work as work_module
 from app.assessment.report.analysis import LAYERS, level_of
 from app.assessment.sources import coverage
 from app.assessment.sources.providers import DATASETS, DemoProvider
-from app.assessment.work import TILE_FETCHERS, keys_for
+from app.assessment.work import WINDOW, keys_for
 from app.caches.singleflight import SingleFlightCache
 from app.jobs import estimate
 from app.web import reasons
@@ -197,16 +197,16 @@ class Cancelled(Exception):
 def test_a_raising_progress_stops_the_run_at_once(sapporo) -> None:
     release = threading.Event()
 
-    def block_tiles(dataset: str, key: str) -> None:
-        if dataset.endswith("_zones"):
+    def block_flood(dataset: str, key: str) -> None:  # an upstream that hangs for flood
+        if dataset == "flood_zones":
             assert release.wait(TIMEOUT)
 
-    provider = CountingProvider(block_tiles)
+    provider = CountingProvider(block_flood)
     cancelled = Cancelled()
     outcome: list[BaseException] = []
 
     def progress(step: str, percent: int) -> None:
-        if step != "layers:":  # seismic or liquefaction, which read no tiles, finish first
+        if step.startswith("layers:") and step != "layers:":  # a first layer is read
             raise cancelled
 
     def job() -> None:
@@ -219,19 +219,21 @@ def test_a_raising_progress_stops_the_run_at_once(sapporo) -> None:
 
     thread = threading.Thread(target=job, daemon=True)
     thread.start()
-    thread.join(TIMEOUT)  # the tiles are still blocked: the run must not wait for them
+    thread.join(TIMEOUT)  # flood's tiles are still blocked: the run must not wait for them
     finished = not thread.is_alive()
     release.set()
     assert finished, "run_assessment waited for the layers still fetching"
     assert outcome == [cancelled]
-    # The layers stop at their next upstream call: no tile after the first is fetched.
+    # Flood's first window was asked, and nothing after it: the job's asks still waiting
+    # were dropped, never called, and the job has left the process's fetch pool.
     wait_until(lambda: provider.returned == sum(provider.calls.values()))
-    time.sleep(0.05)
-    zones = [ds for ds in DATASETS if ds.endswith("_zones")]
-    asked = [key for key in provider.calls if key[0] in zones]
-    # Each zone dataset its first few tiles at most (those fetched at once), no more.
-    assert len(asked) <= len(zones) * TILE_FETCHERS
-    assert all(key in keys_for(sapporo, dataset)[:TILE_FETCHERS] for dataset, key in asked)
+    calls = sum(provider.calls.values())
+    time.sleep(0.2)
+    assert sum(provider.calls.values()) == calls < len(upstream_keys(sapporo))
+    flood = [key for dataset, key in provider.calls if dataset == "flood_zones"]
+    assert 0 < len(flood) <= WINDOW
+    assert set(flood) <= set(keys_for(sapporo, "flood_zones")[:WINDOW])
+    assert fetchers.pool().counts()["jobs"] == 0
 
 
 def test_a_progress_that_raises_first_fetches_nothing(sapporo) -> None:

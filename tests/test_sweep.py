@@ -8,9 +8,8 @@ import time
 import pytest
 
 from app import create_app
-from app.assessment import resolve_place, run_assessment
+from app.assessment import fetchers, resolve_place, run_assessment
 from app.assessment.errors import Stopped
-from app.assessment.report.analysis import LAYERS
 from app.assessment.sources.providers import DemoProvider, HttpProvider
 from app.caches.singleflight import SingleFlightCache
 from app.extensions import db
@@ -171,10 +170,10 @@ class WatchedDemo(DemoProvider):
             self.calls += 1
             self.after_stop += bool(stop is not None and stop.is_set())
 
-    def pace(self, dataset, stop=None):
-        # The demo's wait for a dataset stands in for its calls: entering it is a call.
-        self.count(stop)
-        return super().pace(dataset, stop)
+    def pause(self, dataset):
+        # The demo's wait for a dataset stands in for its calls: asking for it is a call.
+        self.count(None)
+        return super().pause(dataset)
 
     def fetch(self, dataset, key, stop=None):
         self.count(stop)
@@ -206,7 +205,8 @@ def steady(read, quiet=0.5, timeout=10):
 
 
 def no_layer_threads():
-    return not [t for t in threading.enumerate() if t.name.startswith("assessment-layer")]
+    # The job has left the process's fetch pool: nothing of it waits there or runs.
+    return fetchers.pool().counts()["jobs"] == 0
 
 
 def test_a_reaped_job_stops_inside_its_fetch_and_frees_its_slot(make_app, sql):
@@ -280,8 +280,8 @@ def test_a_job_that_joined_a_stopped_jobs_fetch_fetches_for_itself():
 
     threads = {name: threading.Thread(target=job, args=(name,)) for name in stops}
     threads["first"].start()
-    hanging = steady(lookups)  # every layer of it hangs on its first calls
-    assert hanging >= len(LAYERS)
+    hanging = steady(lookups)  # its share of the fetch pool hangs on its first calls
+    assert hanging == fetchers.THREADS // 2  # a job alone: half the pool's threads
     threads["second"].start()
     wait_for(lambda: lookups() >= 2 * hanging)  # and the second job's same calls join them
     stops["first"].set()

@@ -11,11 +11,12 @@ progress (at most every PROGRESS_SECONDS, and once as each layer ends).
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
+from . import fetchers
 from .errors import ProviderError, Stopped, UnreadableTiles
 from .grid import legends, locate, pixels, tiles, zones
 from .grid.sampling import mesh250
@@ -37,10 +38,10 @@ STOP_CHECK_SECONDS = 0.1
 LAYERS_STEP = "layers:"
 ANALYSING_STEP = "Analysing"
 PROGRESS_SECONDS = 1.0
-# Tiles of one dataset fetched at once: a job reads three datasets at a time, so six
-# fetches keep the client's four per host busy; four each started 12 threads a job, and
-# 32 reports paced alike started theirs in one burst beside the poll (bench rows 2d-2j).
-TILE_FETCHERS = 2
+# Asks of one dataset in the job's queue at once (fetchers.py): its tiles' PNGs waiting to
+# be worked are at most these. How many of a job's asks run at once is the pool's share.
+WINDOW = 4
+BESIDE = "beside the layers"  # the base map and the sites every point report lists
 COMPOSING = threading.Lock()  # base maps composed one at a time per process (~20 MiB each)
 
 
@@ -172,7 +173,7 @@ def run_assessment(
         with done_lock:
             done_keys[dataset] += 1
 
-    def fetch_zones(dataset: str, keys: list[str]) -> list[dict[str, Any]]:
+    def read_zones(dataset: str, keys: list[str]) -> fetchers.Reader:
         legend = legends.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
         raster = rasters[dataset] = maps.ZoneRaster(
@@ -198,47 +199,39 @@ def run_assessment(
                 key = exc.args[0]
                 raise ProviderError(dataset, key, "the tile is not a readable PNG") from exc
 
-        def one(tile_key: str) -> tuple[Any, Any, bool, tuple[dict, dict], Any, locate.Nearest]:
-            tile, pngs = tiles.parse_tile_key(tile_key), fetched(by_tile[tile_key])
-            # A tile's pixel work in one turn (pixels.Turns), all of it in the pool when
-            # there is one: only its counts, a shrunk copy and what lies nearest the spot
-            # come back.
-            with pixels.turn():
-                if stop.is_set():  # stopped while in line: the turn goes to the next
-                    raise Stopped()
-                counted, missing, colours, small, found = worked(
-                    pixels.work_tile,
-                    tile,
-                    pngs,
-                    legend,
-                    masks.packed(tile),
-                    reading.bounds,
-                    raster.factor,
-                    raster.ranks,
-                    here,
-                )
-            return tile, counted, missing, colours, small, found
-
-        # A few tiles at once (the client's per-host limit still holds), a batch at a time,
-        # so at most a batch of tiles' readings waits to be added.
-        fetchers = ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-tile")
-        try:
-            batch = list(by_tile)
-            for start in range(0, len(batch), 2 * TILE_FETCHERS):
-                for tile, counted, missing, seen, small, found in fetchers.map(
-                    one, batch[start : start + 2 * TILE_FETCHERS]
-                ):
-                    reading.take(counted)
-                    reading.missing += missing
-                    for colours, kept in zip(seen, (reading.unknown, reading.stray), strict=True):
-                        for colour, n in colours.items():
-                            kept[colour] = kept.get(colour, 0) + n
-                    raster.add(tile, small)
-                    locate.merge_nearest(near, found)
-                    for _ in by_tile[tiles.tile_key(tile)]:
-                        tick(dataset)
-        finally:
-            fetchers.shutdown(wait=False, cancel_futures=True)
+        # The fetches are asks in the process's pool, WINDOW tiles at a time; each tile's
+        # pixel work in one turn (pixels.Turns) here, all of it in the pixel pool when
+        # there is one: only its counts, a shrunk copy and what lies nearest the spot are
+        # kept, so at most a window of tiles' PNGs waits to be worked.
+        batch = list(by_tile)
+        for start in range(0, len(batch), WINDOW):
+            part = batch[start : start + WINDOW]
+            answers = yield [partial(fetched, by_tile[tile_key]) for tile_key in part]
+            for tile_key, pngs in zip(part, answers, strict=True):
+                tile = tiles.parse_tile_key(tile_key)
+                with pixels.turn():
+                    if stop.is_set():  # stopped while in line: the turn goes to the next
+                        raise Stopped()
+                    counted, missing, seen, small, found = worked(
+                        pixels.work_tile,
+                        tile,
+                        pngs,
+                        legend,
+                        masks.packed(tile),
+                        reading.bounds,
+                        raster.factor,
+                        raster.ranks,
+                        here,
+                    )
+                reading.take(counted)
+                reading.missing += missing
+                for colours, kept in zip(seen, (reading.unknown, reading.stray), strict=True):
+                    for colour, n in colours.items():
+                        kept[colour] = kept.get(colour, 0) + n
+                raster.add(tile, small)
+                locate.merge_nearest(near, found)
+                for _ in by_tile[tile_key]:
+                    tick(dataset)
         answer = maps.as_answer(reading, zone_plan)
         if reading.unreadable():
             off = UnreadableTiles(
@@ -262,40 +255,43 @@ def run_assessment(
             tile, col, row = locate.pixel_of(*here, spot.SPOT_ZOOM)
             tile_key = tiles.tile_key(tile)
             spot_keys = [f"{pref}/{tile_key}" if pref else tile_key for pref in prefectures]
-            pngs = fetched(spot_keys)
+            (pngs,) = yield [partial(fetched, spot_keys)]
             with pixels.turn():
                 at = worked(pixels.class_at, pngs, legend, col, row)
             spots[dataset] = (legend, at, near)
         return [answer]
 
-    def fetch_dataset(dataset: str) -> list[dict[str, Any]]:
-        if stop.is_set():  # a layer's thread that starts after the job stopped calls nothing
-            raise Stopped()
-        pace = getattr(provider, "pace", None)
-        if pace is not None:  # the demo's stand-in for the time real calls take
-            pace(dataset, stop)
-        keys = keys_for(area, dataset, provider)
-        if DATASETS[dataset].scope == "zones":
-            return fetch_zones(dataset, keys)
+    def read_meshes(dataset: str, keys: list[str]) -> fetchers.Reader:
         # None: the source has no data at that key (a mesh of water); the rest decide.
         answers = []
-        for key in keys:
-            answer = fetch(dataset, key)
-            tick(dataset)
-            answers.append(
-                {"key": key, "no_data": True} if answer is None else {**answer, "key": key}
-            )
+        for start in range(0, len(keys), WINDOW):
+            part = keys[start : start + WINDOW]
+            got = yield [partial(fetch, dataset, key) for key in part]
+            for key, answer in zip(part, got, strict=True):
+                tick(dataset)
+                answers.append(
+                    {"key": key, "no_data": True} if answer is None else {**answer, "key": key}
+                )
         if all(a.get("no_data") for a in answers):
             reason = f"the service has no data at any of the {len(keys)} places asked"
             raise ProviderError(dataset, area.code, reason)
         return answers
 
-    def fetch_layer(layer: Layer) -> Fetched:
-        if layer not in read:
-            return {}  # not published for the place, or its terms forbid it: not fetched
-        return {ds: fetch_dataset(ds) for ds in layer.datasets}
+    def read_layer(layer: Layer) -> fetchers.Reader:
+        """Read a layer's datasets in turn (the demo pausing before each, as its calls)."""
+        out: Fetched = {}
+        for dataset in layer.datasets:
+            if stop.is_set():  # a dataset that starts after the job stopped asks nothing
+                raise Stopped()
+            pause = getattr(provider, "pause", None)
+            if pause is not None and (seconds := pause(dataset)) > 0:
+                yield fetchers.Pause(seconds)  # the demo's stand-in for a real call's time
+            keys = keys_for(area, dataset, provider)
+            reader = read_zones if DATASETS[dataset].scope == "zones" else read_meshes
+            out[dataset] = yield from reader(dataset, keys)
+        return out
 
-    def fetch_base_map() -> dict[str, Any]:
+    def read_base_map() -> fetchers.Reader:
         base = getattr(provider, "basemap", None)
         if base is None:
             return {"base": None, "base_reason": "demo"}
@@ -304,8 +300,6 @@ def run_assessment(
 
         def one(tile: Any) -> bytes | None:
             key = tiles.tile_key(tile)
-            if stop.is_set():
-                raise Stopped()
             answer = cache.get(
                 (basemap.DATASET, key, f"gsi {base.base_url}"),  # keyed by who answers, as fetch()
                 lambda: base.fetch(key, stop),
@@ -313,12 +307,14 @@ def run_assessment(
             )
             return portal.decode_answer(answer)
 
+        pngs = {}
         try:
-            # One at a time, beside the layers (which take longer): no threads of its own.
-            return {"box": box, "zoom": zoom, "pngs": {tile: one(tile) for tile in wanted}}
+            for tile in wanted:  # one at a time, beside the layers (which take longer)
+                (pngs[tile],) = yield [partial(one, tile)]
         except ProviderError:
             # The zones stand without it: the map says the base map could not be read.
             return {"base": None, "base_reason": "unavailable"}
+        return {"box": box, "zoom": zoom, "pngs": pngs}
 
     def percent() -> int:
         with done_lock:
@@ -337,52 +333,59 @@ def run_assessment(
 
     sites_down = threading.Event()
 
-    def beside_the_layers() -> dict[str, Any]:
-        base = fetch_base_map()
+    def beside_the_layers() -> fetchers.Reader:
+        base = yield from read_base_map()
         if here and getattr(provider, "evacuation", None) is not None:
             # Earthquake's sites are listed in every point report: read beside the layers;
             # the other types wait for the layers to say their hazard is present.
             try:
                 for key in evacuation.tile_keys(*here, sites.reach_m(area.radius_m)):
-                    fetch_sites(sites.EVERYWHERE, key)
+                    yield [partial(fetch_sites, sites.EVERYWHERE, key)]
             except ProviderError:
                 # Not asked again after the layers: a report does not wait twice on a
                 # service that is down. It says the sites could not be read.
                 sites_down.set()
         return base
 
-    total = len(LAYERS)
     progress(layers_step([]), 0)
     fetched: dict[str, Fetched] = {}
-    pool = ThreadPoolExecutor(max_workers=total + 1, thread_name_prefix="assessment-layer")
-    base_future = pool.submit(beside_the_layers)
+    for layer in LAYERS:  # not published for the place, or its terms forbid it: done
+        if layer not in read:
+            fetched[layer.key] = {}
+            progress(layers_step(list(fetched)), 0)
+    beside: dict[str, Any] = {}
+    written, written_at = 0, time.monotonic()
+
+    def done(key: str, value: Any) -> None:
+        nonlocal written, written_at
+        if key == BESIDE:
+            beside.update(value)
+            return
+        # Written when a layer finishes (one step per layer, so the page ticks each, the
+        # bar by that layer's whole share).
+        fetched[key] = value
+        written, written_at = max(written, percent()), time.monotonic()
+        progress(layers_step(list(fetched)), written)
+
+    def turn() -> None:
+        nonlocal written, written_at
+        # ... and at most every PROGRESS_SECONDS while they fetch.
+        if time.monotonic() - written_at >= PROGRESS_SECONDS and (now := percent()) > written:
+            written, written_at = now, time.monotonic()
+            progress(layers_step(list(fetched)), written)
+
+    readers = {BESIDE: beside_the_layers(), **{layer.key: read_layer(layer) for layer in read}}
+    queue = fetchers.pool().queue(stop)
     try:
-        pending: dict[Future[Fetched], Layer] = {
-            pool.submit(fetch_layer, layer): layer for layer in LAYERS
-        }
-        written, written_at = 0, time.monotonic()
-        while pending:
-            done, _ = wait(pending, timeout=STOP_CHECK_SECONDS, return_when=FIRST_COMPLETED)
-            if stop.is_set():
-                raise Stopped()
-            # Written when a layer finishes (one step per layer, so the page ticks each,
-            # the bar by that layer's whole share) or at most every PROGRESS_SECONDS.
-            for future in done:
-                layer = pending.pop(future)
-                fetched[layer.key] = future.result()  # a provider error raises here
-                written, written_at = max(written, percent()), time.monotonic()
-                progress(layers_step(list(fetched)), written)
-            if time.monotonic() - written_at >= PROGRESS_SECONDS and (now := percent()) > written:
-                written, written_at = now, time.monotonic()
-                progress(layers_step(list(fetched)), written)
+        fetchers.drive(queue, readers, done, turn, STOP_CHECK_SECONDS)
     except BaseException:
-        # The others stop at their next call, or at once if they are waiting on one.
+        # The others' calls stop at their next check, or at once if waiting on one.
         stop.set()
         raise
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # on success every layer is done
+        queue.close()  # asks still waiting are dropped; on success there are none
 
-    base = compose(**base_future.result())
+    base = compose(**beside)
     progress(ANALYSING_STEP, 95)
     sources = describe_sources(provider, fetched, area)
     analysed = analyse(area, lang, fetched)
@@ -507,8 +510,8 @@ def where_to_go(
     answers: dict[int, list[dict[str, Any]]] | None = None
     try:
         if not down:
-            with ThreadPoolExecutor(TILE_FETCHERS, thread_name_prefix="assessment-sites") as pool:
-                read = list(pool.map(lambda ask: fetch_sites(*ask), asks))
+            with fetchers.pool().queue() as queue:  # fetch_sites says if the job stopped
+                read = queue.map(lambda ask: fetch_sites(*ask), asks)
             answers = {code: [a for (c, _), a in zip(asks, read, strict=True) if c == code]
                        for code in found}  # fmt: skip
     except ProviderError:

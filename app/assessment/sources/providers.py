@@ -137,10 +137,10 @@ class DemoProvider:
     def __init__(self, delay_seconds: float = 0.0) -> None:
         self.delay_seconds = delay_seconds
 
-    def pace(self, dataset: str, stop: threading.Event | None = None) -> None:
-        """Pause as a real dataset's calls would; a stopped job stops waiting at once."""
-        if (stop or threading.Event()).wait(self.delay_seconds):
-            raise Stopped()
+    def pause(self, dataset: str) -> float:
+        """Return the seconds a real dataset's calls would take: the job waits them before
+        asking (holding no thread; a stopped job stops waiting at once)."""
+        return self.delay_seconds
 
     def fetch(self, dataset: str, key: str, stop: threading.Event | None = None) -> dict[str, Any]:
         """Return the dataset's answer for key, the same every time."""
@@ -277,11 +277,10 @@ class RoutedProvider:
         """Return the keys the dataset's provider asks by."""
         return self._for(dataset).keys(area, dataset)
 
-    def pace(self, dataset: str, stop: threading.Event | None = None) -> None:
-        """Pause as the dataset's provider does (only the demo pauses)."""
-        pace = getattr(self._for(dataset), "pace", None)
-        if pace is not None:
-            pace(dataset, stop)
+    def pause(self, dataset: str) -> float:
+        """Return the pause of the dataset's provider (only the demo pauses)."""
+        pause = getattr(self._for(dataset), "pause", None)
+        return pause(dataset) if pause is not None else 0.0
 
     def source(self, dataset: str) -> dict[str, Any]:
         """Describe the dataset's provider."""

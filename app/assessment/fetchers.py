@@ -1,0 +1,270 @@
+"""One pool of fetch threads per process, fair per job.
+
+Every running report's upstream calls (a zone tile, a mesh, a base map tile, a site tile)
+are asks in its job's own queue (`queue(stop)`); the process's threads take the queues in
+turn, one ask at a time, so a report with hundreds of tiles cannot keep another's waiting.
+A job has at most its share of asks running: THREADS / the jobs with a queue, at least
+one, at most half the threads. So a job whose upstream hangs holds its share and no more,
+and a job with asks waiting and none running is always served, a thread started for it if
+none is free: no hang of others' can starve it (then, and only then, the pool goes past
+THREADS, by at most one thread a job). Threads idle for IDLE_SECONDS end. A stopped job's
+waiting asks are dropped, never called. A forked child starts a pool of its own: the
+parent's threads are not in it.
+
+The asks only wait on the network (and the demo's painting, which takes its turn in
+pixels.Turns): a report's pixel work stays in its job's own thread.
+"""
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any
+
+from .errors import Stopped
+
+# Enough for the client's four connections per host to the portal, J-SHIS and GSI, with
+# asks waiting their turn at a host; a job alone has half of them.
+THREADS = 16
+IDLE_SECONDS = 10.0
+
+Ask = tuple[Future, Callable[..., Any], tuple[Any, ...]]
+
+
+class Queue:
+    """One job's asks, in the order asked; ended by close() (or its stop signal)."""
+
+    def __init__(self, pool: "FairPool", stop: threading.Event) -> None:
+        self.pool = pool
+        self.stop = stop
+        self.waiting: deque[Ask] = deque()
+        self.running = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Put fn(*args) in line; return its future."""
+        return self.pool._submit(self, fn, args)
+
+    def map(self, fn: Callable[..., Any], items: Iterable[Any]) -> list[Any]:
+        """Return fn(item) for each item, asked side by side (the first error raises)."""
+        futures = [self.submit(fn, item) for item in items]
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()  # after an error: those not yet running are dropped
+
+    def close(self) -> None:
+        """Drop the asks still waiting and leave the pool (those running finish)."""
+        self.pool._close(self)
+
+    def __enter__(self) -> "Queue":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FairPool:
+    """Threads that take the jobs' queues in turn, each job up to its share."""
+
+    def __init__(self, threads: int = THREADS, idle_seconds: float = IDLE_SECONDS) -> None:
+        if threads < 1:
+            raise ValueError("a fair pool needs at least one thread")
+        self.threads = threads
+        self.idle_seconds = idle_seconds
+        self._cond = threading.Condition()
+        self._queues: deque[Queue] = deque()  # the next to be served first
+        self._started = 0  # threads alive
+        self._free = 0  # of them, waiting for an ask
+
+    def queue(self, stop: threading.Event | None = None) -> Queue:
+        """Return a new job's queue (its stop signal drops what it still has waiting)."""
+        queue = Queue(self, stop or threading.Event())
+        with self._cond:
+            self._queues.append(queue)
+        return queue
+
+    def share(self) -> int:
+        """Return how many asks a job may have running now."""
+        return max(1, min(self.threads // 2, self.threads // max(1, len(self._queues))))
+
+    def counts(self) -> dict[str, int]:
+        """Return the jobs, their asks waiting and running, and the pool's threads."""
+        with self._cond:
+            return {
+                "jobs": len(self._queues),
+                "waiting": sum(len(q.waiting) for q in self._queues),
+                "running": sum(q.running for q in self._queues),
+                "threads": self._started,
+            }
+
+    def _submit(self, queue: Queue, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
+        future: Future = Future()
+        with self._cond:
+            if queue not in self._queues:
+                raise RuntimeError("this job's queue is closed")
+            queue.waiting.append((future, fn, args))
+            self._wake(queue)
+        return future
+
+    def _wake(self, queue: Queue) -> None:
+        """Hand a free thread the ask, or start one where the rules allow (lock held)."""
+        if self._free:
+            self._free -= 1  # counted off here: a second ask wakes a second thread
+            self._cond.notify()
+        elif self._started < self.threads or queue.running == 0:
+            self._started += 1
+            threading.Thread(target=self._serve, name="assessment-fetch", daemon=True).start()
+
+    def _close(self, queue: Queue) -> None:
+        with self._cond:
+            self._drop(queue)
+            if queue in self._queues:
+                self._queues.remove(queue)
+            self._free = 0
+            self._cond.notify_all()  # the others' shares grew
+
+    @staticmethod
+    def _drop(queue: Queue) -> None:
+        while queue.waiting:
+            queue.waiting.popleft()[0].cancel()
+
+    def _next(self) -> tuple[Queue, Ask] | None:
+        """Take the next ask in turn, or None (lock held)."""
+        share = self.share()
+        for _ in range(len(self._queues)):
+            queue = self._queues[0]
+            self._queues.rotate(-1)  # served or not, it goes to the back
+            if queue.stop.is_set():
+                self._drop(queue)
+            while queue.waiting and queue.running < share:
+                ask = queue.waiting.popleft()
+                if ask[0].set_running_or_notify_cancel():
+                    queue.running += 1
+                    return queue, ask
+        return None
+
+    def _serve(self) -> None:
+        with self._cond:
+            while True:
+                taken = self._next()
+                if taken is None:
+                    self._free += 1
+                    if self._cond.wait(self.idle_seconds):
+                        continue  # asked (the asker counted this thread off)
+                    self._free = max(0, self._free - 1)  # a close may have zeroed it
+                    if (taken := self._next()) is None:
+                        self._started -= 1
+                        return
+                queue, ask = taken
+                self._cond.release()
+                try:
+                    _run(queue, *ask)
+                finally:
+                    self._cond.acquire()
+                    queue.running -= 1
+                del taken, ask  # nothing of an ask outlives it here
+
+
+def _run(queue: Queue, future: Future, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    try:
+        if queue.stop.is_set():
+            raise Stopped()
+        result = fn(*args)
+    except BaseException as exc:  # noqa: BLE001 - it belongs to the asker
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+_process: dict[str, Any] = {"pool": None}
+_lock = threading.Lock()
+
+
+def pool() -> FairPool:
+    """Return this process's pool (made on first use)."""
+    with _lock:
+        if _process["pool"] is None:
+            _process["pool"] = FairPool()
+        return _process["pool"]
+
+
+def _forget() -> None:
+    """In a forked child: the parent's threads are not here, so neither is its pool."""
+    global _lock
+    _lock = threading.Lock()
+    _process["pool"] = None
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
+class Pause(float):
+    """What a reader yields to be resumed after these seconds, holding no thread."""
+
+
+Reader = Generator[Any, Any, Any]
+
+
+def drive(
+    queue: Queue,
+    readers: dict[str, Reader],
+    done: Callable[[str, Any], None],
+    turn: Callable[[], None],
+    check_seconds: float,
+) -> None:
+    """Run the readers side by side in this thread until each returns; their asks in queue.
+
+    A reader yields a list of calls (no arguments) and is resumed with their results, in
+    order, once all have answered (or the first error, in order, is raised in it); or a
+    Pause. done(key, value) is called as each returns; turn() after every wait. The
+    queue's stop signal raises Stopped within check_seconds; a reader's error raises here.
+    """
+    stop = queue.stop
+    state: dict[str, tuple[list[Future] | None, float]] = {}
+
+    def advance(key: str, sent: Any = None, error: BaseException | None = None) -> None:
+        reader = readers[key]
+        while True:
+            try:
+                asked = reader.throw(error) if error is not None else reader.send(sent)
+            except StopIteration as end:
+                state.pop(key, None)
+                done(key, end.value)
+                return
+            if isinstance(asked, Pause):
+                state[key] = (None, time.monotonic() + asked)
+                return
+            if asked:
+                state[key] = ([queue.submit(call) for call in asked], 0.0)
+                return
+            sent, error = [], None  # nothing asked: resumed at once
+
+    for key in readers:
+        advance(key)
+    while state:
+        now = time.monotonic()
+        pending = [f for fs, _ in state.values() if fs for f in fs if not f.done()]
+        wakes = [at - now for fs, at in state.values() if fs is None]
+        timeout = max(0.0, min([check_seconds, *wakes]))
+        if pending:
+            wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+        else:
+            stop.wait(timeout)
+        if stop.is_set():
+            raise Stopped()
+        for key, (futures, at) in list(state.items()):
+            if futures is None:
+                if time.monotonic() >= at:
+                    advance(key)
+            elif all(f.done() for f in futures):
+                if any(f.cancelled() for f in futures):
+                    raise Stopped()  # dropped: only a closed or stopped queue does that
+                errors = [e for f in futures if (e := f.exception()) is not None]
+                if errors:
+                    advance(key, error=errors[0])
+                else:
+                    advance(key, [f.result() for f in futures])
+        turn()
