@@ -49,10 +49,14 @@ def product(db: Database, n_jobs: int = 32) -> dict:
             time.sleep(0.5)
         running = server.health()["jobs_running"]
         tree_pss = tree_sum(pid, lambda p: rss_kib(p).get("Pss", 0))
+        # Every thread of the tree: the worker's, the work's process's (and its fetch
+        # pool's), a pixel pool's.
+        tree_threads = tree_sum(pid, lambda p: rss_kib(p).get("Threads", 0))
     with_jobs = max(samples, key=lambda s: s["VmRSS"])
     # tree_pss_kib: the whole process tree's proportional set size (the pixel pool's
     # forkserver and processes with the worker, shared pages counted once), at the last sample.
-    out = {"tree_pss_kib": tree_pss, "jobs_running": running, "upstream_calls": upstream.hits}
+    out = {"tree_pss_kib": tree_pss, "tree_threads": tree_threads, "jobs_running": running}
+    out["upstream_calls"] = upstream.hits
     return out | {"idle": idle, "with_jobs": with_jobs}
 
 
@@ -81,6 +85,8 @@ def summary(r: dict) -> list[Row]:
     """Rows 6 and 6b: the worker with its zone jobs running, and what each running job costs."""
     rss, per_job = mib(get(r, "product", "with_jobs", "VmRSS")), mib(get(r, "per_job_kib"))
     idle = mib(get(r, "product", "idle", "VmRSS"))
+    jobs = get(r, "product", "jobs_running")
+    threads = div(get(r, "product", "tree_threads"), jobs)
     return [
         compare("6", f"worker VmRSS with {get(r, 'product', 'jobs_running')} running zone jobs",
                 rss, mib(get(r, "bare_interpreter", "VmRSS")), "bare interpreter, same libraries",
@@ -88,6 +94,9 @@ def summary(r: dict) -> list[Row]:
         Row("6b", "VmRSS per running zone job ((with jobs - idle) / jobs)",
             num(per_job, 2, " MiB"), f"worker idle {num(idle, 1, ' MiB')}",
             target="<= 0.5 MiB", ok=check(per_job, lambda v: v <= 0.5)),
+        Row("6c", "threads per running zone job (the whole process tree's)",
+            num(threads, 2), f"{num(get(r, 'product', 'tree_threads'), 0)} threads, {jobs} jobs",
+            target="<= 3", ok=check(threads, lambda v: v <= 3)),
     ]  # fmt: skip
 
 
