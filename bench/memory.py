@@ -82,7 +82,7 @@ NUMBER, NAME = "6", "memory"
 
 
 def summary(r: dict) -> list[Row]:
-    """Rows 6 and 6b: the worker with its zone jobs running, and what each running job costs."""
+    """Rows 6-6d: the worker and its tree with zone jobs running, and what each job costs."""
     rss, per_job = mib(get(r, "product", "with_jobs", "VmRSS")), mib(get(r, "per_job_kib"))
     idle = mib(get(r, "product", "idle", "VmRSS"))
     jobs = get(r, "product", "jobs_running")
@@ -97,6 +97,11 @@ def summary(r: dict) -> list[Row]:
         Row("6c", "threads per running zone job (the whole process tree's)",
             num(threads, 2), f"{num(get(r, 'product', 'tree_threads'), 0)} threads, {jobs} jobs",
             target="<= 3", ok=check(threads, lambda v: v <= 3)),
+        compare("6d", f"process tree Pss with {jobs} running zone jobs (work process in it)",
+                mib(get(r, "product", "tree_pss_kib")), mib(get(r, "bare_interpreter", "VmRSS")),
+                "bare interpreter, same libraries", 1, " MiB", target="<= 2.0x",
+                ok=check(div(get(r, "product", "tree_pss_kib"),
+                             get(r, "bare_interpreter", "VmRSS")), lambda v: v <= 2.0)),
     ]  # fmt: skip
 
 

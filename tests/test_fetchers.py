@@ -24,7 +24,7 @@ def wait_until(check, timeout=TIMEOUT):
 
 
 def test_a_job_whose_upstream_hangs_holds_its_share_and_the_others_are_served() -> None:
-    pool = fetchers.FairPool(threads=4, idle_seconds=0.2)
+    pool = fetchers.FairPool(threads=4, idle_seconds=0.2, stall_seconds=0.3)
     hang, release = threading.Event(), threading.Event()
     running = {"now": 0, "most": 0}
     lock = threading.Lock()
@@ -45,16 +45,27 @@ def test_a_job_whose_upstream_hangs_holds_its_share_and_the_others_are_served() 
     time.sleep(0.1)
     assert running["most"] == 2  # alone: half the threads, however many asks it has
 
-    # Five more jobs hang too, past the pool's threads: each holds one thread at most...
-    others = [pool.queue() for _ in range(5)]
+    # Two more jobs hang too: the pool's four threads are all held...
+    others = [pool.queue() for _ in range(2)]
     for queue in others:
         for _ in range(3):
             queue.submit(hung)
-    wait_until(lambda: running["now"] == 7)
-    # ... and a healthy job is still answered, a thread started for it if need be.
-    healthy = pool.queue()
-    assert healthy.map(lambda n: n * n, range(6)) == [n * n for n in range(6)]
-    assert pool.counts()["running"] == 7  # the hung ones, still hanging
+    wait_until(lambda: running["now"] == 4)
+    time.sleep(0.1)
+    assert running["now"] == 4 and pool.counts()["threads"] == 4
+    # ... and a healthy job is still answered: after STALL_SECONDS with asks waiting and
+    # none running, a thread is started for it (one: its asks run one at a time).
+    healthy, answered = pool.queue(), []
+    began = time.monotonic()
+    asking = threading.Thread(
+        target=lambda: answered.append(healthy.map(lambda n: n * n, range(6))), daemon=True
+    )
+    asking.start()
+    asking.join(TIMEOUT)
+    assert answered == [[n * n for n in range(6)]]
+    assert time.monotonic() - began >= 0.3
+    assert pool.counts()["running"] == 4  # the hung ones, still hanging
+    assert pool.counts()["threads"] == 5
     release.set()
     for queue in [stuck, *others, healthy]:
         queue.close()

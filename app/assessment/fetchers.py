@@ -4,15 +4,16 @@ Every running report's upstream calls (a zone tile, a mesh, a base map tile, a s
 are asks in its job's own queue (`queue(stop)`); the process's threads take the queues in
 turn, one ask at a time, so a report with hundreds of tiles cannot keep another's waiting.
 A job has at most its share of asks running: THREADS / the jobs with a queue, at least
-one, at most half the threads. So a job whose upstream hangs holds its share and no more,
-and a job with asks waiting and none running is always served, a thread started for it if
-none is free: no hang of others' can starve it (then, and only then, the pool goes past
-THREADS, by at most one thread a job). Threads idle for IDLE_SECONDS end. A stopped job's
-waiting asks are dropped, never called. A forked child starts a pool of its own: the
-parent's threads are not in it.
+one, at most half the threads. So a job whose upstream hangs holds its share and no more.
+And no job starves behind others' hangs: a job that has had asks waiting and none running
+for STALL_SECONDS is given a thread of its own, started for it (then, and only then, the
+pool goes past THREADS, by one thread for such a job). Threads idle for IDLE_SECONDS end.
+A stopped job's waiting asks are dropped, never called. A forked child starts a pool of
+its own: the parent's threads are not in it.
 
 The asks only wait on the network (and the demo's painting, which takes its turn in
-pixels.Turns): a report's pixel work stays in its job's own thread.
+pixels.Turns): a report's pixel work stays in its job's own thread, which also drives its
+readers (drive(), below) and so notices when its queue starves (Queue.nudge).
 """
 
 import os
@@ -29,6 +30,10 @@ from .errors import Stopped
 # asks waiting their turn at a host; a job alone has half of them.
 THREADS = 16
 IDLE_SECONDS = 10.0
+# A job's asks waiting this long with none running (every thread held by others' asks,
+# hung or slow) get a thread of their own. Longer than a healthy pool leaves a job waiting
+# its turn (32 jobs on 16 threads, asks of 2 s: 4 s), shorter than a hung call's timeout.
+STALL_SECONDS = 5.0
 
 Ask = tuple[Future, Callable[..., Any], tuple[Any, ...]]
 
@@ -41,15 +46,23 @@ class Queue:
         self.stop = stop
         self.waiting: deque[Ask] = deque()
         self.running = 0
+        self.served_at = time.monotonic()  # an ask last taken, or the queue last idle
+        self.starting = False  # a thread of its own is on its way
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Put fn(*args) in line; return its future."""
         return self.pool._submit(self, fn, args)
 
+    def nudge(self) -> None:
+        """Give this queue a thread of its own if it starves (see STALL_SECONDS)."""
+        self.pool._nudge(self)
+
     def map(self, fn: Callable[..., Any], items: Iterable[Any]) -> list[Any]:
         """Return fn(item) for each item, asked side by side (the first error raises)."""
         futures = [self.submit(fn, item) for item in items]
         try:
+            while wait(futures, timeout=0.1)[1]:
+                self.nudge()
             return [future.result() for future in futures]
         finally:
             for future in futures:
@@ -69,11 +82,17 @@ class Queue:
 class FairPool:
     """Threads that take the jobs' queues in turn, each job up to its share."""
 
-    def __init__(self, threads: int = THREADS, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(
+        self,
+        threads: int = THREADS,
+        idle_seconds: float = IDLE_SECONDS,
+        stall_seconds: float = STALL_SECONDS,
+    ) -> None:
         if threads < 1:
             raise ValueError("a fair pool needs at least one thread")
         self.threads = threads
         self.idle_seconds = idle_seconds
+        self.stall_seconds = stall_seconds
         self._cond = threading.Condition()
         self._queues: deque[Queue] = deque()  # the next to be served first
         self._started = 0  # threads alive
@@ -105,18 +124,32 @@ class FairPool:
         with self._cond:
             if queue not in self._queues:
                 raise RuntimeError("this job's queue is closed")
+            if not queue.waiting and not queue.running:
+                queue.served_at = time.monotonic()  # idle until now: not starving
             queue.waiting.append((future, fn, args))
-            self._wake(queue)
+            self._wake()
         return future
 
-    def _wake(self, queue: Queue) -> None:
-        """Hand a free thread the ask, or start one where the rules allow (lock held)."""
+    def _wake(self) -> None:
+        """Hand a free thread the ask, or start one if the pool is not full (lock held)."""
         if self._free:
             self._free -= 1  # counted off here: a second ask wakes a second thread
             self._cond.notify()
-        elif self._started < self.threads or queue.running == 0:
-            self._started += 1
-            threading.Thread(target=self._serve, name="assessment-fetch", daemon=True).start()
+        elif self._started < self.threads:
+            self._start(None)
+
+    def _start(self, first: Queue | None) -> None:
+        self._started += 1
+        threading.Thread(
+            target=self._serve, args=(first,), name="assessment-fetch", daemon=True
+        ).start()
+
+    def _nudge(self, queue: Queue) -> None:
+        with self._cond:
+            starving = queue.waiting and not queue.running and not queue.starting
+            if starving and time.monotonic() - queue.served_at >= self.stall_seconds:
+                queue.starting = True
+                self._start(queue)
 
     def _close(self, queue: Queue) -> None:
         with self._cond:
@@ -137,19 +170,29 @@ class FairPool:
         for _ in range(len(self._queues)):
             queue = self._queues[0]
             self._queues.rotate(-1)  # served or not, it goes to the back
-            if queue.stop.is_set():
-                self._drop(queue)
-            while queue.waiting and queue.running < share:
-                ask = queue.waiting.popleft()
-                if ask[0].set_running_or_notify_cancel():
-                    queue.running += 1
-                    return queue, ask
+            if (taken := self._take(queue, share)) is not None:
+                return taken
         return None
 
-    def _serve(self) -> None:
+    def _take(self, queue: Queue, share: int) -> tuple[Queue, Ask] | None:
+        if queue.stop.is_set():
+            self._drop(queue)
+        while queue.waiting and queue.running < share:
+            ask = queue.waiting.popleft()
+            if ask[0].set_running_or_notify_cancel():
+                queue.running += 1
+                queue.served_at = time.monotonic()
+                return queue, ask
+        return None
+
+    def _serve(self, first: Queue | None) -> None:
         with self._cond:
+            taken = None
+            if first is not None:  # started for a starving queue: its ask first
+                first.starting = False
+                taken = self._take(first, self.share())
             while True:
-                taken = self._next()
+                taken = taken or self._next()
                 if taken is None:
                     self._free += 1
                     if self._cond.wait(self.idle_seconds):
@@ -165,7 +208,7 @@ class FairPool:
                 finally:
                     self._cond.acquire()
                     queue.running -= 1
-                del taken, ask  # nothing of an ask outlives it here
+                taken = ask = None  # nothing of an ask outlives it here
 
 
 def _run(queue: Queue, future: Future, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -255,6 +298,7 @@ def drive(
             stop.wait(timeout)
         if stop.is_set():
             raise Stopped()
+        queue.nudge()
         for key, (futures, at) in list(state.items()):
             if futures is None:
                 if time.monotonic() >= at:
