@@ -38,10 +38,10 @@ def dashboard():
 def favicon():
     """Send a browser that asks the old way to the icon the pages name (base.html).
 
-    Nothing here reads the user or the session, so the answer never writes the session's
-    cookie: a browser asks for the icon beside the reader's first click, and a cookie it
-    wrote from the session as it was before that click (a switch of language, say) would
-    land after the click's and take the click back.
+    A redirect and not a page, so the answer is cheap and renders nothing. What keeps it
+    (and every other request a page's first click races) from writing the session's cookie
+    is auth.anonymous_sessions_start_not_fresh: Flask-Login reads the session on every
+    request but no longer has anything to write.
     """
     return redirect(url_for("static", filename="favicon.svg"), 301)
 
