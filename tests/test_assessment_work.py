@@ -233,7 +233,7 @@ def test_a_raising_progress_stops_the_run_at_once(sapporo) -> None:
     flood = [key for dataset, key in provider.calls if dataset == "flood_zones"]
     assert 0 < len(flood) <= WINDOW
     assert set(flood) <= set(keys_for(sapporo, "flood_zones")[:WINDOW])
-    assert fetchers.pool().counts()["jobs"] == 0
+    assert fetchers.pool().counts()["jobs"] == fetchers.pool().counts()["running"] == 0
 
 
 def test_a_progress_that_raises_first_fetches_nothing(sapporo) -> None:

@@ -57,19 +57,45 @@ def test_a_job_whose_upstream_hangs_holds_its_share_and_the_others_are_served() 
     # none running, a thread is started for it (one: its asks run one at a time).
     healthy, answered = pool.queue(), []
     began = time.monotonic()
-    asking = threading.Thread(
-        target=lambda: answered.append(healthy.map(lambda n: n * n, range(6))), daemon=True
-    )
+
+    def square(n: int) -> tuple[int, int]:
+        return n * n, pool.counts()["threads"]
+
+    asking = threading.Thread(target=lambda: answered.append(healthy.map(square, range(6))))
+    asking.daemon = True
     asking.start()
     asking.join(TIMEOUT)
-    assert answered == [[n * n for n in range(6)]]
+    assert answered == [[(n * n, 5) for n in range(6)]]  # four held, one of its own
     assert time.monotonic() - began >= 0.3
     assert pool.counts()["running"] == 4  # the hung ones, still hanging
-    assert pool.counts()["threads"] == 5
     release.set()
     for queue in [stuck, *others, healthy]:
         queue.close()
     wait_until(lambda: pool.counts() == {"jobs": 0, "waiting": 0, "running": 0, "threads": 0})
+
+
+def test_a_job_waiting_its_turn_behind_healthy_asks_gets_no_thread_of_its_own() -> None:
+    # One thread, two jobs whose asks take 0.2 s: each waits 0.2 s for its turn at most,
+    # under the stall of 0.3 s counted from when it last had an ask running.
+    pool = fetchers.FairPool(threads=1, stall_seconds=0.3)
+    seen: list[int] = []
+
+    def ask(n: int) -> int:
+        seen.append(pool.counts()["threads"])
+        time.sleep(0.2)
+        return n
+
+    answered: list[list[int]] = []
+    jobs = [
+        threading.Thread(target=lambda: answered.append(pool.queue().map(ask, range(4))))
+        for _ in range(2)
+    ]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join(TIMEOUT)
+    assert answered == [[0, 1, 2, 3]] * 2
+    assert seen == [1] * 8
 
 
 def test_the_jobs_are_served_in_turn() -> None:

@@ -234,7 +234,7 @@ def test_a_reports_pixel_work_is_done_by_at_most_the_decoders_at_once(monkeypatc
             job.join(60)
     finally:
         pixels.configure(None)
-    assert not errors
+    assert not errors and not any(job.is_alive() for job in jobs)
     assert calls[0] > 2 * 3 * 5 * 4  # every dataset's tiles went through, three parts each
     assert most[0] == decoders
 

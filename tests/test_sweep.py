@@ -157,10 +157,12 @@ def test_ledger_check_fails_on_jobs_past_their_lease_only(make_app, sql):
 
 
 class WatchedDemo(DemoProvider):
-    """The demo provider, counting calls and any call made after the job's stop."""
+    """The demo provider whose every fetch holds for hold_seconds unless the job stops,
+    counting calls and any call made after the job's stop."""
 
-    def __init__(self, delay_seconds):
-        super().__init__(delay_seconds)
+    def __init__(self, hold_seconds):
+        super().__init__(0)
+        self.hold_seconds = hold_seconds
         self.calls = 0
         self.after_stop = 0
         self.lock = threading.Lock()
@@ -170,13 +172,10 @@ class WatchedDemo(DemoProvider):
             self.calls += 1
             self.after_stop += bool(stop is not None and stop.is_set())
 
-    def pause(self, dataset):
-        # The demo's wait for a dataset stands in for its calls: asking for it is a call.
-        self.count(None)
-        return super().pause(dataset)
-
     def fetch(self, dataset, key, stop=None):
         self.count(stop)
+        if (stop or threading.Event()).wait(self.hold_seconds):
+            raise Stopped()
         return super().fetch(dataset, key, stop=stop)
 
 
@@ -206,7 +205,8 @@ def steady(read, quiet=0.5, timeout=10):
 
 def no_layer_threads():
     # The job has left the process's fetch pool: nothing of it waits there or runs.
-    return fetchers.pool().counts()["jobs"] == 0
+    counts = fetchers.pool().counts()
+    return counts["jobs"] == 0 and counts["running"] == 0
 
 
 def test_a_reaped_job_stops_inside_its_fetch_and_frees_its_slot(make_app, sql):

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Future, wait
 from typing import Any
 
 from .errors import Stopped
@@ -46,7 +46,7 @@ class Queue:
         self.stop = stop
         self.waiting: deque[Ask] = deque()
         self.running = 0
-        self.served_at = time.monotonic()  # an ask last taken, or the queue last idle
+        self.served_at = time.monotonic()  # since then: asks waiting and none running
         self.starting = False  # a thread of its own is on its way
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
@@ -61,12 +61,17 @@ class Queue:
         """Return fn(item) for each item, asked side by side (the first error raises)."""
         futures = [self.submit(fn, item) for item in items]
         try:
-            while wait(futures, timeout=0.1)[1]:
+            while True:
+                done, pending = wait(futures, timeout=0.1, return_when=FIRST_EXCEPTION)
+                for future in futures:  # the first, in order, of those that failed
+                    if future in done and not future.cancelled() and future.exception():
+                        raise future.exception()  # type: ignore[misc]
+                if not pending:
+                    return [future.result() for future in futures]
                 self.nudge()
-            return [future.result() for future in futures]
         finally:
             for future in futures:
-                future.cancel()  # after an error: those not yet running are dropped
+                future.cancel()  # after an error: those still waiting are dropped
 
     def close(self) -> None:
         """Drop the asks still waiting and leave the pool (those running finish)."""
@@ -97,12 +102,13 @@ class FairPool:
         self._queues: deque[Queue] = deque()  # the next to be served first
         self._started = 0  # threads alive
         self._free = 0  # of them, waiting for an ask
+        self._running = 0  # asks running, of open queues and closed ones
 
     def queue(self, stop: threading.Event | None = None) -> Queue:
         """Return a new job's queue (its stop signal drops what it still has waiting)."""
         queue = Queue(self, stop or threading.Event())
         with self._cond:
-            self._queues.append(queue)
+            self._queues.appendleft(queue)  # a new job is served next
         return queue
 
     def share(self) -> int:
@@ -115,7 +121,7 @@ class FairPool:
             return {
                 "jobs": len(self._queues),
                 "waiting": sum(len(q.waiting) for q in self._queues),
-                "running": sum(q.running for q in self._queues),
+                "running": self._running,
                 "threads": self._started,
             }
 
@@ -138,18 +144,28 @@ class FairPool:
         elif self._started < self.threads:
             self._start(None)
 
-    def _start(self, first: Queue | None) -> None:
+    def _start(self, own: Queue | None) -> None:
         self._started += 1
-        threading.Thread(
-            target=self._serve, args=(first,), name="assessment-fetch", daemon=True
-        ).start()
+        try:
+            threading.Thread(
+                target=self._serve if own is None else self._serve_own,
+                args=() if own is None else (own,),
+                name="assessment-fetch",
+                daemon=True,
+            ).start()
+        except BaseException:  # no thread to be had ("can't start new thread")
+            self._started -= 1
+            raise
 
     def _nudge(self, queue: Queue) -> None:
         with self._cond:
             starving = queue.waiting and not queue.running and not queue.starting
             if starving and time.monotonic() - queue.served_at >= self.stall_seconds:
                 queue.starting = True
-                self._start(queue)
+                try:
+                    self._start(queue)
+                except RuntimeError:
+                    queue.starting = False  # asked again at the next nudge
 
     def _close(self, queue: Queue) -> None:
         with self._cond:
@@ -181,18 +197,14 @@ class FairPool:
             ask = queue.waiting.popleft()
             if ask[0].set_running_or_notify_cancel():
                 queue.running += 1
-                queue.served_at = time.monotonic()
                 return queue, ask
         return None
 
-    def _serve(self, first: Queue | None) -> None:
+    def _serve(self) -> None:
+        """Take the queues' asks in turn; end after IDLE_SECONDS with none to take."""
         with self._cond:
-            taken = None
-            if first is not None:  # started for a starving queue: its ask first
-                first.starting = False
-                taken = self._take(first, self.share())
             while True:
-                taken = taken or self._next()
+                taken = self._next()
                 if taken is None:
                     self._free += 1
                     if self._cond.wait(self.idle_seconds):
@@ -201,14 +213,30 @@ class FairPool:
                     if (taken := self._next()) is None:
                         self._started -= 1
                         return
-                queue, ask = taken
-                self._cond.release()
-                try:
-                    _run(queue, *ask)
-                finally:
-                    self._cond.acquire()
-                    queue.running -= 1
-                taken = ask = None  # nothing of an ask outlives it here
+                self._work(*taken)
+                taken = None  # nothing of an ask outlives it here
+
+    def _serve_own(self, queue: Queue) -> None:
+        """Take a starving queue's asks only, one at a time, until it has none waiting."""
+        with self._cond:
+            queue.starting = False
+            while (taken := self._take(queue, 1)) is not None:
+                self._work(*taken)
+                taken = None
+            self._started -= 1
+
+    def _work(self, queue: Queue, ask: Ask) -> None:
+        """Run an ask outside the lock (held on entry and on return)."""
+        self._running += 1
+        self._cond.release()
+        try:
+            _run(queue, *ask)
+        finally:
+            self._cond.acquire()
+            self._running -= 1
+            queue.running -= 1
+            if not queue.running:
+                queue.served_at = time.monotonic()  # waiting from now, if anything waits
 
 
 def _run(queue: Queue, future: Future, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -291,7 +319,8 @@ def drive(
         now = time.monotonic()
         pending = [f for fs, _ in state.values() if fs for f in fs if not f.done()]
         wakes = [at - now for fs, at in state.values() if fs is None]
-        timeout = max(0.0, min([check_seconds, *wakes]))
+        ready = any(fs is not None and all(f.done() for f in fs) for fs, _ in state.values())
+        timeout = 0.0 if ready else max(0.0, min([check_seconds, *wakes]))
         if pending:
             wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
         else:

@@ -232,6 +232,7 @@ def run_assessment(
                 locate.merge_nearest(near, found)
                 for _ in by_tile[tile_key]:
                     tick(dataset)
+            answers = pngs = None  # this window's PNGs go before the next is asked
         answer = maps.as_answer(reading, zone_plan)
         if reading.unreadable():
             off = UnreadableTiles(
