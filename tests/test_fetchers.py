@@ -53,30 +53,36 @@ def test_a_job_whose_upstream_hangs_holds_its_share_and_the_others_are_served() 
     wait_until(lambda: running["now"] == 4)
     time.sleep(0.1)
     assert running["now"] == 4 and pool.counts()["threads"] == 4
-    # ... and a healthy job is still answered: after STALL_SECONDS with asks waiting and
-    # none running, a thread is started for it (one: its asks run one at a time).
+    # ... and a healthy job is still answered: once they have hung STALL_SECONDS, those
+    # four are stalled, their threads no longer count, and the pool starts more.
     healthy, answered = pool.queue(), []
     began = time.monotonic()
 
     def square(n: int) -> tuple[int, int]:
+        time.sleep(0.02)
         return n * n, pool.counts()["threads"]
 
     asking = threading.Thread(target=lambda: answered.append(healthy.map(square, range(6))))
     asking.daemon = True
     asking.start()
     asking.join(TIMEOUT)
-    assert answered == [[(n * n, 5) for n in range(6)]]  # four held, one of its own
-    assert time.monotonic() - began >= 0.3
-    assert pool.counts()["running"] == 4  # the hung ones, still hanging
+    assert [n for n, _ in answered[0]] == [n * n for n in range(6)]
+    # Four held by the hung, and the healthy job's share of the four that count (two).
+    assert max(threads for _, threads in answered[0]) == 6
+    assert time.monotonic() - began >= 0.2
+    # The hung jobs were given nothing more, free threads or not: a stalled job waits.
+    time.sleep(0.1)
+    assert running["now"] == running["most"] == 4 and pool.counts()["stalled"] == 4
     release.set()
     for queue in [stuck, *others, healthy]:
         queue.close()
-    wait_until(lambda: pool.counts() == {"jobs": 0, "waiting": 0, "running": 0, "threads": 0})
+    wait_until(lambda: pool.counts()["threads"] == 0)
+    assert pool.counts() == dict.fromkeys(("jobs", "waiting", "running", "stalled", "threads"), 0)
 
 
 def test_a_job_waiting_its_turn_behind_healthy_asks_gets_no_thread_of_its_own() -> None:
-    # One thread, two jobs whose asks take 0.2 s: each waits 0.2 s for its turn at most,
-    # under the stall of 0.3 s counted from when it last had an ask running.
+    # One thread, two jobs whose asks take 0.2 s, under the stall of 0.3 s: nothing stalls,
+    # and the jobs take the thread in turn.
     pool = fetchers.FairPool(threads=1, stall_seconds=0.3)
     seen: list[int] = []
 

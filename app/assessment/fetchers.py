@@ -3,17 +3,22 @@
 Every running report's upstream calls (a zone tile, a mesh, a base map tile, a site tile)
 are asks in its job's own queue (`queue(stop)`); the process's threads take the queues in
 turn, one ask at a time, so a report with hundreds of tiles cannot keep another's waiting.
-A job has at most its share of asks running: THREADS / the jobs with a queue, at least
-one, at most half the threads. So a job whose upstream hangs holds its share and no more.
-And no job starves behind others' hangs: a job that has had asks waiting and none running
-for STALL_SECONDS is given a thread of its own, started for it (then, and only then, the
-pool goes past THREADS, by one thread for such a job). Threads idle for IDLE_SECONDS end.
-A stopped job's waiting asks are dropped, never called. A forked child starts a pool of
-its own: the parent's threads are not in it.
+A job has at most its share of asks running: THREADS / the jobs answering, at least one,
+at most half the threads.
+
+An ask running for STALL_SECONDS is stalled (its upstream hangs, or answers as if it did):
+its job is not answering, so it is given nothing more until that ask ends and is no longer
+counted among the jobs that share the threads, and its thread no longer counts against
+THREADS, so the pool starts another for the jobs that answer. So a job whose upstream hangs
+holds what it had when it hung and no more, and no hang of others' starves a job: the
+threads past THREADS are never more than the stalled asks. Threads idle for IDLE_SECONDS
+end. A stopped job's waiting asks are dropped, never called. A forked child starts a pool
+of its own: the parent's threads are not in it.
 
 The asks only wait on the network (and the demo's painting, which takes its turn in
 pixels.Turns): a report's pixel work stays in its job's own thread, which also drives its
-readers (drive(), below) and so notices when its queue starves (Queue.nudge).
+readers (drive(), below) and asks the pool every turn to start a thread if one is due
+(Queue.nudge: a stall is noticed by time, not by any event).
 """
 
 import os
@@ -30,9 +35,8 @@ from .errors import Stopped
 # asks waiting their turn at a host; a job alone has half of them.
 THREADS = 16
 IDLE_SECONDS = 10.0
-# A job's asks waiting this long with none running (every thread held by others' asks,
-# hung or slow) get a thread of their own. Longer than a healthy pool leaves a job waiting
-# its turn (32 jobs on 16 threads, asks of 2 s: 4 s), shorter than a hung call's timeout.
+# An ask running this long is stalled. Longer than a healthy call takes (the bench's slow
+# stand-in answers in 2 s), shorter than a hung call's timeout.
 STALL_SECONDS = 5.0
 
 Ask = tuple[Future, Callable[..., Any], tuple[Any, ...]]
@@ -45,17 +49,15 @@ class Queue:
         self.pool = pool
         self.stop = stop
         self.waiting: deque[Ask] = deque()
-        self.running = 0
-        self.served_at = time.monotonic()  # since then: asks waiting and none running
-        self.starting = False  # a thread of its own is on its way
+        self.began: list[float] = []  # when each of its running asks was taken
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Put fn(*args) in line; return its future."""
         return self.pool._submit(self, fn, args)
 
     def nudge(self) -> None:
-        """Give this queue a thread of its own if it starves (see STALL_SECONDS)."""
-        self.pool._nudge(self)
+        """Start a thread if one is due (asks waiting, none free, stalled ones replaced)."""
+        self.pool._nudge()
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any]) -> list[Any]:
         """Return fn(item) for each item, asked side by side (the first error raises)."""
@@ -102,7 +104,7 @@ class FairPool:
         self._queues: deque[Queue] = deque()  # the next to be served first
         self._started = 0  # threads alive
         self._free = 0  # of them, waiting for an ask
-        self._running = 0  # asks running, of open queues and closed ones
+        self._began: list[float] = []  # when each ask running was taken, closed queues' too
 
     def queue(self, stop: threading.Event | None = None) -> Queue:
         """Return a new job's queue (its stop signal drops what it still has waiting)."""
@@ -111,61 +113,65 @@ class FairPool:
             self._queues.appendleft(queue)  # a new job is served next
         return queue
 
-    def share(self) -> int:
-        """Return how many asks a job may have running now."""
-        return max(1, min(self.threads // 2, self.threads // max(1, len(self._queues))))
-
     def counts(self) -> dict[str, int]:
-        """Return the jobs, their asks waiting and running, and the pool's threads."""
+        """Return the jobs, their asks waiting, running and stalled, and the threads."""
         with self._cond:
+            now = time.monotonic()
             return {
                 "jobs": len(self._queues),
                 "waiting": sum(len(q.waiting) for q in self._queues),
-                "running": self._running,
+                "running": len(self._began),
+                "stalled": sum(now - at >= self.stall_seconds for at in self._began),
                 "threads": self._started,
             }
+
+    def _stalled(self, began: list[float], now: float) -> bool:
+        return bool(began) and now - min(began) >= self.stall_seconds
+
+    def _share(self, now: float) -> int:
+        """Return how many asks an answering job may have running (lock held)."""
+        answering = sum(not self._stalled(q.began, now) for q in self._queues)
+        return max(1, min(self.threads // 2, self.threads // max(1, answering)))
 
     def _submit(self, queue: Queue, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
         future: Future = Future()
         with self._cond:
             if queue not in self._queues:
                 raise RuntimeError("this job's queue is closed")
-            if not queue.waiting and not queue.running:
-                queue.served_at = time.monotonic()  # idle until now: not starving
             queue.waiting.append((future, fn, args))
-            self._wake()
+            if self._free:
+                self._free -= 1  # counted off here: a second ask wakes a second thread
+                self._cond.notify()
+            else:
+                self._top_up(time.monotonic())
         return future
 
-    def _wake(self) -> None:
-        """Hand a free thread the ask, or start one if the pool is not full (lock held)."""
-        if self._free:
-            self._free -= 1  # counted off here: a second ask wakes a second thread
-            self._cond.notify()
-        elif self._started < self.threads:
-            self._start(None)
+    def _top_up(self, now: float) -> None:
+        """Start a thread if the pool is short of THREADS, stalled asks not counted."""
+        stalled = sum(now - at >= self.stall_seconds for at in self._began)
+        if self._started - stalled < self.threads:
+            self._started += 1
+            try:
+                threading.Thread(target=self._serve, name="assessment-fetch", daemon=True).start()
+            except BaseException:  # no thread to be had ("can't start new thread")
+                self._started -= 1
+                raise
 
-    def _start(self, own: Queue | None) -> None:
-        self._started += 1
-        try:
-            threading.Thread(
-                target=self._serve if own is None else self._serve_own,
-                args=() if own is None else (own,),
-                name="assessment-fetch",
-                daemon=True,
-            ).start()
-        except BaseException:  # no thread to be had ("can't start new thread")
-            self._started -= 1
-            raise
-
-    def _nudge(self, queue: Queue) -> None:
+    def _nudge(self) -> None:
         with self._cond:
-            starving = queue.waiting and not queue.running and not queue.starting
-            if starving and time.monotonic() - queue.served_at >= self.stall_seconds:
-                queue.starting = True
+            now = time.monotonic()
+            if self._free == 0 and self._takeable(now):
                 try:
-                    self._start(queue)
+                    self._top_up(now)
                 except RuntimeError:
-                    queue.starting = False  # asked again at the next nudge
+                    pass  # asked again at the next nudge
+
+    def _takeable(self, now: float) -> bool:
+        share = self._share(now)
+        return any(
+            q.waiting and len(q.began) < share and not self._stalled(q.began, now)
+            for q in self._queues
+        )
 
     def _close(self, queue: Queue) -> None:
         with self._cond:
@@ -182,22 +188,19 @@ class FairPool:
 
     def _next(self) -> tuple[Queue, Ask] | None:
         """Take the next ask in turn, or None (lock held)."""
-        share = self.share()
+        now = time.monotonic()
+        share = self._share(now)
         for _ in range(len(self._queues)):
             queue = self._queues[0]
             self._queues.rotate(-1)  # served or not, it goes to the back
-            if (taken := self._take(queue, share)) is not None:
-                return taken
-        return None
-
-    def _take(self, queue: Queue, share: int) -> tuple[Queue, Ask] | None:
-        if queue.stop.is_set():
-            self._drop(queue)
-        while queue.waiting and queue.running < share:
-            ask = queue.waiting.popleft()
-            if ask[0].set_running_or_notify_cancel():
-                queue.running += 1
-                return queue, ask
+            if queue.stop.is_set():
+                self._drop(queue)
+            if self._stalled(queue.began, now):
+                continue  # not answering: nothing more until its stalled ask ends
+            while queue.waiting and len(queue.began) < share:
+                ask = queue.waiting.popleft()
+                if ask[0].set_running_or_notify_cancel():
+                    return queue, ask
         return None
 
     def _serve(self) -> None:
@@ -216,27 +219,18 @@ class FairPool:
                 self._work(*taken)
                 taken = None  # nothing of an ask outlives it here
 
-    def _serve_own(self, queue: Queue) -> None:
-        """Take a starving queue's asks only, one at a time, until it has none waiting."""
-        with self._cond:
-            queue.starting = False
-            while (taken := self._take(queue, 1)) is not None:
-                self._work(*taken)
-                taken = None
-            self._started -= 1
-
     def _work(self, queue: Queue, ask: Ask) -> None:
         """Run an ask outside the lock (held on entry and on return)."""
-        self._running += 1
+        began = time.monotonic()
+        queue.began.append(began)
+        self._began.append(began)
         self._cond.release()
         try:
             _run(queue, *ask)
         finally:
             self._cond.acquire()
-            self._running -= 1
-            queue.running -= 1
-            if not queue.running:
-                queue.served_at = time.monotonic()  # waiting from now, if anything waits
+            queue.began.remove(began)
+            self._began.remove(began)
 
 
 def _run(queue: Queue, future: Future, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
