@@ -67,8 +67,9 @@ def test_a_job_whose_upstream_hangs_holds_its_share_and_the_others_are_served() 
     asking.start()
     asking.join(TIMEOUT)
     assert [n for n, _ in answered[0]] == [n * n for n in range(6)]
-    # Four held by the hung, and the healthy job's share of the four that count (two).
-    assert max(threads for _, threads in answered[0]) == 6
+    # Four held by the hung, and at most the healthy job's share of the four that count
+    # (two: the second may not be needed on a machine slow to start it).
+    assert 5 <= max(threads for _, threads in answered[0]) <= 6
     assert time.monotonic() - began >= 0.2
     # The hung jobs were given nothing more, free threads or not: a stalled job waits.
     time.sleep(0.1)
@@ -81,27 +82,30 @@ def test_a_job_whose_upstream_hangs_holds_its_share_and_the_others_are_served() 
 
 
 def test_a_job_waiting_its_turn_behind_healthy_asks_gets_no_thread_of_its_own() -> None:
-    # One thread, two jobs whose asks take 0.2 s, under the stall of 0.3 s: nothing stalls,
-    # and the jobs take the thread in turn.
-    pool = fetchers.FairPool(threads=1, stall_seconds=0.3)
-    seen: list[int] = []
+    # One thread, two jobs whose asks take 0.1 s, under a stall of 0.5 s: nothing stalls,
+    # and the jobs take the thread in turn, a new job next.
+    pool = fetchers.FairPool(threads=1, stall_seconds=0.5)
+    seen: list[tuple[str, int]] = []
+    first, second = pool.queue(), None
 
-    def ask(n: int) -> int:
-        seen.append(pool.counts()["threads"])
-        time.sleep(0.2)
-        return n
+    def ask(job: str) -> str:
+        seen.append((job, pool.counts()["threads"]))
+        time.sleep(0.1)
+        return job
 
-    answered: list[list[int]] = []
-    jobs = [
-        threading.Thread(target=lambda: answered.append(pool.queue().map(ask, range(4))))
-        for _ in range(2)
-    ]
-    for job in jobs:
-        job.start()
-    for job in jobs:
-        job.join(TIMEOUT)
-    assert answered == [[0, 1, 2, 3]] * 2
-    assert seen == [1] * 8
+    futures = [first.submit(ask, "first") for _ in range(4)]
+    wait_until(lambda: bool(seen))  # the first job's first ask is running
+    second = pool.queue()
+    futures += [second.submit(ask, "second") for _ in range(4)]
+    deadline = time.monotonic() + TIMEOUT
+    while not all(f.done() for f in futures) and time.monotonic() < deadline:
+        first.nudge()
+        second.nudge()
+        time.sleep(0.02)
+    assert [job for job, _ in seen] == ["first", "second"] * 4
+    assert {threads for _, threads in seen} == {1}
+    first.close()
+    second.close()
 
 
 def test_the_jobs_are_served_in_turn() -> None:

@@ -1,5 +1,8 @@
 """One assessment's work: fetch every hazard layer concurrently, then analyse.
 
+The fetches are asks in the process's fetch pool (fetchers.py), fair per job; this job's
+own thread drives its layers side by side as readers (read_layer and those below it).
+
 A zone dataset's tiles are decoded and counted over the area's outline as they arrive
 (zones.py, tiles.py), in the pixel pool (pixels.py), away from the worker's GIL: only the
 counts and a coarse map are kept, never the tiles, so a job's memory does not grow with
