@@ -418,13 +418,27 @@ def test_a_server_error_fails_the_job_with_a_provider_error(upstream: Upstream, 
         )
 
 
-def test_the_demo_takes_at_least_the_configured_time() -> None:
-    point = resolve_place("35.6812, 139.7671")
-    provider = make_provider({"ASSESSMENT_WORK_SECONDS": 0.6})
+def test_the_demo_takes_its_time_and_the_bar_keeps_pace_with_the_clock(monkeypatch) -> None:
+    # Each layer's pauses span the work's seconds, spread over its calls as a real report's
+    # layers read side by side: no layer is done early, so the bar (each layer's calls
+    # done) is never ahead of the clock and the time left said mid-job holds. Pauses
+    # per dataset put the one-dataset layers at 100 % in a third of the time.
+    monkeypatch.setattr(work_module, "PROGRESS_SECONDS", 0.0)  # write every change
+    seconds = 1.2
+    provider = make_provider({"ASSESSMENT_WORK_SECONDS": seconds})
+    point = resolve_place("35.6812, 139.7671")  # few tiles: the pauses set the pace
+    marks: list[tuple[float, int]] = []
     started = time.monotonic()
-    run_assessment(point, "en", provider=provider, cache=SingleFlightCache(), progress=no_progress)
-    # Three paced datasets on the landslide layer's path, 0.2 s each.
-    assert 0.55 <= time.monotonic() - started
+
+    def progress(step: str, percent: int) -> None:
+        if step.startswith(work_module.LAYERS_STEP):
+            marks.append((time.monotonic() - started, percent))
+
+    run_assessment(point, "en", provider=provider, cache=SingleFlightCache(), progress=progress)
+    assert time.monotonic() - started >= seconds * 0.95
+    assert max(percent for _, percent in marks) == 90
+    ahead = [(round(t, 2), p) for t, p in marks if p / 90 > t / seconds + 0.05]
+    assert not ahead, ahead
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ import pytest
 
 from app.assessment.sources.providers import (
     DATASETS,
-    DEMO_CALLS_PER_JOB,
     DemoProvider,
     HttpProvider,
     ProviderError,
@@ -38,9 +37,9 @@ def test_the_demo_refuses_an_unknown_dataset() -> None:
 
 
 def test_the_demo_sleeps_its_share_of_the_work() -> None:
-    demo = make_provider({"ASSESSMENT_WORK_SECONDS": 0.1 * DEMO_CALLS_PER_JOB})
-    assert demo.pause("faults") == pytest.approx(0.1)
-    assert make_provider({"ASSESSMENT_WORK_SECONDS": 0}).delay_seconds == 0
+    demo = make_provider({"ASSESSMENT_WORK_SECONDS": 0.4})
+    assert demo.pause("faults", 0.25) == pytest.approx(0.1)
+    assert make_provider({"ASSESSMENT_WORK_SECONDS": 0}).pause("faults", 1.0) == 0
 
 
 @pytest.mark.parametrize(

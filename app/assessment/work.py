@@ -30,6 +30,7 @@ from .sources import basemap, coverage, evacuation, portal, terms
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
 Fetched = dict[str, list[dict[str, Any]]]
+Paced = Callable[[int], fetchers.Reader]  # a dataset's pause before n of its calls
 
 
 # How often the job's thread looks at its stop signal while layers fetch: a stopped
@@ -176,7 +177,7 @@ def run_assessment(
         with done_lock:
             done_keys[dataset] += 1
 
-    def read_zones(dataset: str, keys: list[str]) -> fetchers.Reader:
+    def read_zones(dataset: str, keys: list[str], paced: Paced) -> fetchers.Reader:
         legend = legends.LEGENDS[portal.ZONE_DATASETS[dataset]]
         reading = tiles.Reading.start(legend, zone_plan.outline.geometry)
         raster = rasters[dataset] = maps.ZoneRaster(
@@ -209,6 +210,7 @@ def run_assessment(
         batch = list(by_tile)
         for start in range(0, len(batch), WINDOW):
             part = batch[start : start + WINDOW]
+            yield from paced(sum(len(by_tile[tile_key]) for tile_key in part))
             answers = yield [partial(fetched, by_tile[tile_key]) for tile_key in part]
             for tile_key, pngs in zip(part, answers, strict=True):
                 tile = tiles.parse_tile_key(tile_key)
@@ -265,11 +267,12 @@ def run_assessment(
             spots[dataset] = (legend, at, near)
         return [answer]
 
-    def read_meshes(dataset: str, keys: list[str]) -> fetchers.Reader:
+    def read_meshes(dataset: str, keys: list[str], paced: Paced) -> fetchers.Reader:
         # None: the source has no data at that key (a mesh of water); the rest decide.
         answers = []
         for start in range(0, len(keys), WINDOW):
             part = keys[start : start + WINDOW]
+            yield from paced(len(part))
             got = yield [partial(fetch, dataset, key) for key in part]
             for key, answer in zip(part, got, strict=True):
                 tick(dataset)
@@ -282,17 +285,22 @@ def run_assessment(
         return answers
 
     def read_layer(layer: Layer) -> fetchers.Reader:
-        """Read a layer's datasets in turn (the demo pausing before each, as its calls)."""
+        """Read a layer's datasets in turn (the demo pausing before each window of calls)."""
         out: Fetched = {}
+        pause = getattr(provider, "pause", None)
+        calls = sum(planned[ds] for ds in layer.datasets)
+
+        def paced(dataset: str, n: int) -> fetchers.Reader:
+            # The demo's stand-in for real calls' time: n of the layer's calls' share of it.
+            if pause is not None and (seconds := pause(dataset, n / calls)) > 0:
+                yield fetchers.Pause(seconds)
+
         for dataset in layer.datasets:
             if stop.is_set():  # a dataset that starts after the job stopped asks nothing
                 raise Stopped()
-            pause = getattr(provider, "pause", None)
-            if pause is not None and (seconds := pause(dataset)) > 0:
-                yield fetchers.Pause(seconds)  # the demo's stand-in for a real call's time
             keys = keys_for(area, dataset, provider)
             reader = read_zones if DATASETS[dataset].scope == "zones" else read_meshes
-            out[dataset] = yield from reader(dataset, keys)
+            out[dataset] = yield from reader(dataset, keys, partial(paced, dataset))
         return out
 
     def read_base_map() -> fetchers.Reader:

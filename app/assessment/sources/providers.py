@@ -8,7 +8,7 @@ fetches go through the single-flight (and shared) cache.
 Providers, chosen by LAYER_PROVIDER, for every dataset or per dataset:
 - ``demo`` (default): tiles painted in the legends' colours by a deterministic field over
   longitude and latitude (portal.py paint), and mesh numbers from a hash of the mesh, with
-  a pause per dataset so that a job takes about ASSESSMENT_WORK_SECONDS;
+  pauses spread over each layer's calls so that a job takes about ASSESSMENT_WORK_SECONDS;
 - ``http``: GET {LAYER_HTTP_BASE_URL}/{dataset}/{key}, a JSON object holding the dataset's
   fields (for a zone dataset, "png": the tile in base64, or null), within
   LAYER_HTTP_TIMEOUT_SECONDS (10 by default);
@@ -60,10 +60,6 @@ DATASETS: dict[str, Dataset] = {
     "faults": Dataset("mesh", {"shaking_prob_30y": (0.0, 0.9)}),
 }
 ZONES = tuple(portal.ZONE_DATASETS)
-
-# The demo's pauses on a job's longest path: the datasets of the layer that reads the most
-# (landslide: three zone datasets, in turn). The demo pauses work_seconds / this per dataset.
-DEMO_CALLS_PER_JOB = 3
 
 
 class LayerProvider(Protocol):
@@ -134,13 +130,18 @@ class DemoProvider:
         """Name the demo: its answers are its own."""
         return "demo"
 
-    def __init__(self, delay_seconds: float = 0.0) -> None:
-        self.delay_seconds = delay_seconds
+    def __init__(self, work_seconds: float = 0.0) -> None:
+        self.work_seconds = work_seconds
 
-    def pause(self, dataset: str) -> float:
-        """Return the seconds a real dataset's calls would take: the job waits them before
-        asking (holding no thread; a stopped job stops waiting at once)."""
-        return self.delay_seconds
+    def pause(self, dataset: str, share: float) -> float:
+        """Return the seconds real calls would take for this share of a layer's calls.
+
+        Every layer spans the job's work seconds, its calls evenly, as the layers of a real
+        report read side by side: so the bar (each layer's calls done) moves with the clock
+        and the time left holds. The job waits them before asking (holding no thread; a
+        stopped job stops waiting at once).
+        """
+        return self.work_seconds * share
 
     def fetch(self, dataset: str, key: str, stop: threading.Event | None = None) -> dict[str, Any]:
         """Return the dataset's answer for key, the same every time."""
@@ -277,10 +278,10 @@ class RoutedProvider:
         """Return the keys the dataset's provider asks by."""
         return self._for(dataset).keys(area, dataset)
 
-    def pause(self, dataset: str) -> float:
+    def pause(self, dataset: str, share: float) -> float:
         """Return the pause of the dataset's provider (only the demo pauses)."""
         pause = getattr(self._for(dataset), "pause", None)
-        return pause(dataset) if pause is not None else 0.0
+        return pause(dataset, share) if pause is not None else 0.0
 
     def source(self, dataset: str) -> dict[str, Any]:
         """Describe the dataset's provider."""
@@ -310,7 +311,7 @@ def _demo(config: Mapping[str, Any]) -> DemoProvider:
     work_seconds = float(config.get("ASSESSMENT_WORK_SECONDS", DEFAULT_WORK_SECONDS))
     if work_seconds < 0:
         raise ValueError("ASSESSMENT_WORK_SECONDS must not be negative")
-    return DemoProvider(work_seconds / DEMO_CALLS_PER_JOB)
+    return DemoProvider(work_seconds)
 
 
 def _timeout(config: Mapping[str, Any]) -> float:
