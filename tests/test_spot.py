@@ -265,6 +265,32 @@ def test_a_shrunk_tile_keeps_the_worst_class_of_each_block() -> None:
     assert small[0, 0] == 2 and small[1, 1] == 0 and (small[2:] == 0).all()
 
 
+@pytest.mark.parametrize(
+    "ranks",
+    [[-1, 0, 1, 2, 3], [-1, 0, 3, 1, 2], [-1, 0, 1, 2, 0]],  # in class order, not, tied
+    ids=["ordered", "reordered", "tied"],
+)
+def test_a_shrunk_tile_is_each_block_s_first_pixel_of_its_worst_rank(ranks) -> None:
+    # Block by block, as plainly as it can be said; shrink works whole arrays at once.
+    rng = np.random.default_rng(len(ranks) + ranks[2])
+    ranks = np.array(ranks, dtype=np.int16)
+    classes = np.zeros((256, 256), dtype=np.int8)
+    classes[40:220, 10:200] = rng.integers(-1, len(ranks) - 1, (180, 190))
+    classes[rng.random((256, 256)) < 0.3] = 0
+    for factor in (2, 8, 256):
+        size = 256 // factor
+        expected = np.empty((size, size), dtype=np.int8)
+        for row in range(size):
+            for col in range(size):
+                block = classes[
+                    row * factor : (row + 1) * factor, col * factor : (col + 1) * factor
+                ]
+                flat = block.ravel()
+                expected[row, col] = flat[int(np.argmax(ranks[flat.astype(np.int16) + 1]))]
+        assert (locate.shrink(classes, factor, ranks) == expected).all(), factor
+    assert not locate.shrink(np.zeros((256, 256), dtype=np.int8), 4, ranks).any()
+
+
 def test_the_zone_raster_puts_each_tile_in_its_place() -> None:
     area = resolve_place(f"{SPOT[0]}, {SPOT[1]}")
     plan = zones.plan(area)

@@ -12,6 +12,7 @@ classes, -1 unrecognised) and coordinates: no I/O, so each runs wherever decodin
 """
 
 import math
+from functools import lru_cache
 
 import mercantile
 import numpy as np
@@ -90,13 +91,36 @@ def merge_nearest(into: Nearest, other: Nearest) -> Nearest:
 def shrink(classes: np.ndarray, factor: int, ranks: np.ndarray) -> np.ndarray:
     """Return a tile's classes at 1/factor of its resolution: each block's worst class.
 
-    ranks[c + 1] is the rank of class c (so -1, unrecognised, and 0, no zone, rank lowest).
+    ranks[c + 1] is the rank of class c (so -1, unrecognised, and 0, no zone, rank lowest);
+    of pixels ranked alike (a landslide zone ranked as no zone), the block's first in
+    reading order. factor is a power of 2.
     """
     if factor == 1:
         return classes
     size = TILE_SIZE // factor
-    ranked = ranks[classes.astype(np.int16) + 1].reshape(size, factor, size, factor)
-    blocks = classes.reshape(size, factor, size, factor)
-    pick = ranked.transpose(0, 2, 1, 3).reshape(size, size, -1).argmax(axis=-1)
-    flat = blocks.transpose(0, 2, 1, 3).reshape(size, size, -1)
-    return np.take_along_axis(flat, pick[..., None], axis=-1)[..., 0]
+    if not classes.any():  # nothing painted, nothing unrecognised (a tile not published)
+        return np.zeros((size, size), dtype=classes.dtype)
+    # One key per pixel, its rank above how early it comes in its block: a block's largest
+    # key is its worst rank's first pixel. Halving the key by pairs of columns and rows
+    # keeps each block's largest, in a few whole-array steps.
+    bits = 2 * (factor.bit_length() - 1)
+    if np.array_equal(ranks, np.arange(-1, len(ranks) - 1)):  # class c ranks c: no lookup
+        ranked = classes.astype(np.int32) + 1
+    else:
+        ranked = ranks[classes.astype(np.int16) + 1].astype(np.int32) - int(ranks.min())
+    key = (ranked << bits) | _earliness(factor)
+    while key.shape[0] > size:
+        key = np.maximum(key[:, 0::2], key[:, 1::2])
+        key = np.maximum(key[0::2], key[1::2])
+    at = (factor * factor - 1) - (key & (factor * factor - 1))  # the pixel's place in its block
+    corner = np.arange(size) * factor
+    return classes[corner[:, None] + at // factor, corner[None, :] + at % factor]
+
+
+@lru_cache(maxsize=16)
+def _earliness(factor: int) -> np.ndarray:
+    """Return per pixel of a tile how early it comes in its block of factor x factor, as
+    a number (the first pixel largest)."""
+    within = np.arange(TILE_SIZE) % factor
+    place = within[:, None] * factor + within[None, :]
+    return (factor * factor - 1 - place).astype(np.int32)

@@ -325,10 +325,12 @@ class Reading:
         The pixel work, apart from the reading itself: counts[c + 1] is the pixels inside
         of class c (-1 unrecognised, 0 no zone, 1..n), cells the worst rank per map cell.
         """
+        if not classes.any():  # nothing painted, nothing unrecognised (a tile not published)
+            return [0, int(np.count_nonzero(inside))] + [0] * len(self.legend), {}
         counted = np.bincount(classes[inside] + 1, minlength=len(self.legend) + 2).tolist()
         # Each painted pixel's rank (0 elsewhere): table[c + 1] for class c.
-        table = np.array([0, 0] + [zone.rank for zone in self.legend])
-        ranked = np.where(inside, table[classes + 1], 0)
+        table = np.array([0, 0] + [zone.rank for zone in self.legend], dtype=np.int16)
+        ranked = table[classes + 1] * inside  # small integers: 5x quicker than int64's where
         if not ranked.any():
             return counted, {}
         # A map cell is a block of whole columns and rows: a column's longitude alone says
