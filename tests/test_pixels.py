@@ -206,7 +206,7 @@ def test_a_reports_pixel_work_is_done_by_at_most_the_decoders_at_once(monkeypatc
         return inner
 
     monkeypatch.setattr(pixels, "classes_of", counted(pixels.classes_of))
-    monkeypatch.setattr(tiles.Reading, "tally", counted(tiles.Reading.tally))
+    monkeypatch.setattr(tiles, "count", counted(tiles.count))
     monkeypatch.setattr(locate, "shrink", counted(locate.shrink))
     provider = make_provider(
         {"LAYER_PROVIDER": "demo", "ASSESSMENT_WORK_SECONDS": 0, "ZONE_DECODERS": decoders}

@@ -223,7 +223,6 @@ def run_assessment(
                         pngs,
                         legend,
                         masks.packed(tile),
-                        reading.bounds,
                         raster.factor,
                         raster.ranks,
                         here,

@@ -276,7 +276,6 @@ def work_tile(
     pngs: list[tuple[str, bytes | None]],
     legend: tuple[legends.ZoneClass, ...],
     packed: Any,
-    bounds: tuple[float, float, float, float],
     factor: int,
     ranks: np.ndarray,
     here: tuple[float, float] | None,
@@ -287,7 +286,9 @@ def work_tile(
     the mask crosses packed (zones.Masks.packed: a bool, or 8 KiB of bits)."""
     inside = tiles.unpack(packed)
     classes, missing, unknown, stray = classes_over(pngs, legend, inside)
-    counted = tiles.Reading(legend, bounds, {}, {}).tally(tile, classes, inside)
+    # Its counts only: a report's map is the raster of shrunk tiles (maps.ZoneRaster), which
+    # stands in for the coarse cells a Reading's tally marks (work.draw_zones).
+    counted = tiles.count(classes, inside, len(legend)), {}
     small = locate.shrink(classes, factor, ranks)
     found = locate.nearest(tile, classes, inside, *here) if here else {}
     return counted, missing, (unknown, stray), small, found

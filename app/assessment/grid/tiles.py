@@ -325,14 +325,12 @@ class Reading:
         The pixel work, apart from the reading itself: counts[c + 1] is the pixels inside
         of class c (-1 unrecognised, 0 no zone, 1..n), cells the worst rank per map cell.
         """
-        if not classes.any():  # nothing painted, nothing unrecognised (a tile not published)
-            return [0, int(np.count_nonzero(inside))] + [0] * len(self.legend), {}
-        counted = np.bincount(classes[inside] + 1, minlength=len(self.legend) + 2).tolist()
+        counted = count(classes, inside, len(self.legend))
+        if not any(counted[2:]):  # no pixel of a class inside: no cell to mark
+            return counted, {}
         # Each painted pixel's rank (0 elsewhere): table[c + 1] for class c.
         table = np.array([0, 0] + [zone.rank for zone in self.legend], dtype=np.int16)
         ranked = table[classes + 1] * inside  # small integers: 5x quicker than int64's where
-        if not ranked.any():
-            return counted, {}
         # A map cell is a block of whole columns and rows: a column's longitude alone says
         # its cell's column, a row's latitude its cell's row, and both only grow along the
         # tile. So the worst rank per cell is a maximum over runs of rows, then of columns.
@@ -375,6 +373,13 @@ class Reading:
         """Return each class's share of the pixels inside the outline, 0 to 1."""
         total = self.total()
         return {key: (count / total if total else 0.0) for key, count in self.counts.items()}
+
+
+def count(classes: np.ndarray, inside: np.ndarray, n: int) -> list[int]:
+    """Return a tile's pixels inside per class: [unrecognised, no zone, class 1 .. n]."""
+    if not classes.any():  # nothing painted, nothing unrecognised (a tile not published)
+        return [0, int(np.count_nonzero(inside))] + [0] * n
+    return np.bincount(classes[inside] + 1, minlength=n + 2).tolist()
 
 
 def read_tiles(
