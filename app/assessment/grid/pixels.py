@@ -233,7 +233,7 @@ def classes_of(png: bytes | None, legend: tuple[legends.ZoneClass, ...]) -> np.n
             if len(_palettes) >= PALETTES_KEPT:
                 _palettes.pop(next(iter(_palettes)), None)
             _palettes[key] = table
-    return table[indices]
+    return table.take(indices)  # twice as quick as table[indices], the same
 
 
 # A dataset's tiles share a palette or a few: each palette's classes are worked out once

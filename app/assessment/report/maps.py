@@ -155,6 +155,8 @@ class ZoneRaster:
 
     def add(self, tile: Any, small: np.ndarray) -> None:
         """Put a tile's classes (already shrunk by self.factor) in their place."""
+        if not small.any():  # no zone: the raster is all no zone until a tile says otherwise
+            return
         size = small.shape[0]
         left, top = tile.x * size - self.x0, tile.y * size - self.y0
         height, width = self.classes.shape
