@@ -4,8 +4,7 @@
 `zones.StandIn(0.0)` (a process of its own: its CPU is not the report's), the pixel work in
 the interpreter (`ZONE_PROCESSES=0`), each report on a fresh cache after one to warm up;
 prints, per place, the portal's and J-SHIS's calls and the median CPU of REPORTS reports
-(3). Run it from two trees in turn
-(a worktree of the older one) for a before/after ratio in one session (bench/ZONES.md).
+(3). Run it from two trees in turn for a before/after ratio in one session (ZONES.md).
 """
 
 import json
@@ -32,10 +31,9 @@ def main(reports: int = 3) -> dict:
             area = resolve_place(query)
 
             def report(area: object = area) -> float:
-                began = time.process_time()
-                cache = SingleFlightCache(maxsize=8192)
-                provider = make_provider(settings)
-                run_assessment(area, "en", provider=provider, cache=cache, progress=lambda *_: None)
+                began, cache = time.process_time(), SingleFlightCache(maxsize=8192)
+                run_assessment(area, "en", provider=make_provider(settings), cache=cache,
+                               progress=lambda *_: None)  # fmt: skip
                 return time.process_time() - began
 
             report()  # the first pays for imports and per-place plans
