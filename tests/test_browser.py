@@ -134,7 +134,7 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     page.on("request", lambda r: polls.append(r.url) if r.url.endswith("/status") else None)
     loads = []
     page.on("load", lambda _: loads.append(1))
-    start_job(page, server, "札幌市")
+    start_job(page, server, "東京都千代田区")
     loads.clear()
 
     page.wait_for_selector('#job-status[data-status="running"]')
@@ -143,20 +143,20 @@ def test_a_job_from_submit_to_report_without_a_reload(page, live):
     # the page's CSP (rightly) refuses.
     page.wait_for_function(
         "first => Number(document.querySelector('#job-status progress')?.value) > first",
-        arg=max(first, 22),  # past the first layer, so the picture shows a few ticked
+        arg=max(first, 22),  # well under way, for the picture
     )
     assert page.locator("#job-status .step").inner_text().startswith("Fetching hazard data")
     layers = page.locator("#job-status .layer-ticks li")
     assert layers.all_inner_texts() and len(layers.all_inner_texts()) == len(LAYERS)
-    # The bar moves with the calls done, before a whole layer is: wait for the first tick.
-    page.wait_for_selector('#job-status .layer-ticks li[data-done="yes"]')
+    # The bar moved with the calls done; a layer not published here (Tokyo's tsunami) was
+    # ticked from the start (the demo's layers read ones end together, at the end).
     assert "✓" in page.locator('#job-status .layer-ticks li[data-done="yes"]').first.inner_text()
     shot(page, "job-running")
 
     page.wait_for_selector('#job-status[data-status="succeeded"]', timeout=30_000)
     assert status_of(page) == ("succeeded", "charged")
     assert page.locator(".report").is_visible()  # arrived out of band with the last poll
-    assert "Sapporo" in page.locator(".report").inner_text()
+    assert "Chiyoda" in page.locator(".report").inner_text()
     assert loads == []  # all of it without a page load
     shot(page, "report")
 
@@ -566,9 +566,11 @@ def test_an_unchanged_poll_is_answered_304_and_the_page_goes_on(page, live):
     assert all(r.ok for r in polls)  # the browser hands the kept copy on as a 200
     assert page.locator("#job-status").get_attribute("hx-trigger") == "every 0.5s"
 
-    # A change is not hidden by the kept copy: once the work begins, a layer's tick arrives.
-    page.wait_for_selector('#job-status .layer-ticks li[data-done="yes"]', timeout=20_000)
-    assert int(page.locator("#job-status progress").get_attribute("value")) > 0
+    # A change is not hidden by the kept copy: once the work begins, the bar moves.
+    page.wait_for_function(
+        "() => Number(document.querySelector('#job-status progress')?.value) > 0",
+        timeout=20_000,
+    )
     assert answered(200) >= 1
     # The seconds went on from where they were, not back to the first answer's.
     assert int(page.locator("#job-status .elapsed").inner_text()) >= seconds[-1]

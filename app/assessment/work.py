@@ -5,10 +5,10 @@ own thread drives its layers side by side as readers (read_layer and those below
 
 A zone dataset's tiles are decoded and counted over the area's outline as they arrive
 (zones.py, tiles.py), in the pixel pool (pixels.py), away from the worker's GIL: only the
-counts and a coarse map are kept, never the tiles, so a job's memory does not grow with
-its tiles. Progress is the mean, over the layers read for the place, of each layer's own
-tiles and meshes fetched of those it planned (progress_of), written through the job's usual
-progress (at most every PROGRESS_SECONDS, and once as each layer ends).
+counts and a shrunk raster for the map are kept, never the tiles, so a job's memory does
+not grow with its tiles. Progress is the mean, over the layers read for the place, of each
+layer's own tiles and meshes fetched of those it planned (progress_of), written through the
+job's usual progress (at most every PROGRESS_SECONDS, and once as each layer ends).
 """
 
 import threading

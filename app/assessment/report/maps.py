@@ -1,8 +1,10 @@
 """The report's map: the place's outline and each layer's zones, drawn on one square.
 
-A zone dataset's reading (tiles.Reading) keeps, per map cell, the worst class painted there;
-as_answer turns it into the JSON-safe answer the analysis reads, with its cells as runs of
-rectangles; mesh layers (J-SHIS) are drawn as their 250 m squares. Coordinates are of a
+A zone dataset's classes are kept as read, shrunk to a raster (ZoneRaster) drawn as a
+palette PNG; as_answer turns a dataset's reading (tiles.Reading) into the JSON-safe answer
+the analysis reads, with its coarse cells as runs of rectangles (a report's tiles mark no
+cells: its rasters stand in for them, work.draw_zones; stored reports from before rasters
+keep theirs); mesh layers (J-SHIS) are drawn as their 250 m squares. Coordinates are of a
 viewBox MAP_SIZE units a side over the outline's box (tiles.map_xy).
 """
 
