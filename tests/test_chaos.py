@@ -18,7 +18,7 @@ pytestmark = pytest.mark.server
 def test_a_short_chaos_run_keeps_the_books_and_its_checker_sees_a_lie():
     # timed=False: how soon a job settles is make chaos's figure; a test asserts no wall time.
     chaos = Chaos(
-        kills=30, minutes=8, users=4, seed=20261202, db_faults=15, restarts=1, deliveries=150,
+        kills=30, minutes=5, users=4, seed=20261202, db_faults=15, restarts=1, deliveries=150,
         timed=False,
     )  # fmt: skip
     try:
