@@ -125,9 +125,13 @@ def computing_rows(c: dict) -> list[Row]:
             ok = check(p99, lambda x, limit=limit, most=most: x < limit and x <= most)
             rows.append(compare(f"2{next(letters)}", figure, p99, sleeping, "jobs sleeping p99",
                                 1, " ms", ratio_digits=1, target=said, ok=ok))  # fmt: skip
+        # Real reports wait on the stand-in: against the floor its slots per host set (the
+        # 8 cities' calls, issue 43); the demo's against a report alone.
+        base, said, most = (v["floor_s"], "upstream floor", 1.3) if v.get("floor_s") else (
+            alone, "a large city alone", 1.5)  # fmt: skip
+        ok = check(wall, lambda x, base=base, most=most: x <= most * base)
         rows.append(compare(f"2{next(letters)}", f"a report's wall time, 8 {provider} at once",
-                            wall, alone, "a large city alone", 1, " s", target="<= 1.5x",
-                            ok=check(wall, lambda x, alone=alone: x <= 1.5 * alone)))  # fmt: skip
+                            wall, base, said, 1, " s", target=f"<= {most}x", ok=ok))  # fmt: skip
     rss = max(v["32"]["rss_mib"] for v in last.values())
     figure, ok = "process tree RSS, 32 reports computing", check(rss, lambda x: x <= 130)
     return [*rows, Row("2j", figure, num(rss, 1, " MiB"), "", "", "<= 130 MiB (row 6)", ok)]
@@ -207,7 +211,10 @@ def _computing(db, upstream, provider: str, sizes, work: float, **loop) -> dict:
         pid, targets = server.worker_pid(), [(u.status_path, u.cookie) for u in idle]
         busy = [User(server, f"work{i}@bench.example").signup() for i in range(max(sizes))]
         out: dict = {"alone": {}}
-        from .zones import PLACES
+        from .zones import PLACES, upstream_floor
+
+        if provider == "real":  # the 8 reports started at once: one of each city
+            out["floor_s"] = upstream_floor(CITIES, PLACES.values())
 
         for kind, query in {"warm-up": PLACES["point"], **PLACES}.items():
             walls: list = []

@@ -102,3 +102,26 @@ class StandIn:
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait(10)
+
+
+def upstream_floor(queries, cached, latency: float = LATENCY_S) -> float:
+    """Return the seconds the reports of queries wait on the stand-in at the least (issue
+    43's floor): their distinct portal and J-SHIS calls, less those the reports of cached
+    made first, each taking latency, as many at once as the client's slots per host (the
+    stand-in is one host; the bench points the base map elsewhere)."""
+    from app.assessment import resolve_place
+    from app.assessment.report.analysis import LAYERS
+    from app.assessment.sources import coverage, http
+    from app.assessment.sources.providers import make_provider
+    from app.assessment.work import keys_for
+
+    provider = make_provider({"LAYER_PROVIDER": "real"})
+
+    def calls(query: str) -> set:
+        area = resolve_place(query)
+        layers = [layer for layer in LAYERS if not coverage.unread(layer.key, area)[0]]
+        read = [ds for layer in layers for ds in layer.datasets]
+        return {(ds, key) for ds in read for key in keys_for(area, ds, provider)}
+
+    made = set().union(*map(calls, cached))
+    return len(set().union(*map(calls, queries)) - made) * latency / http.DEFAULT_PER_HOST
