@@ -280,15 +280,13 @@ def work_tile(
     ranks: np.ndarray,
     here: tuple[float, float] | None,
 ) -> tuple[Any, bool, tuple[dict[str, int], dict[str, int]], np.ndarray, dict]:
-    """Return all a report keeps of a tile: its tally, missing, colours (unknown, stray),
+    """Return all a report keeps of a tile: its counts, missing, colours (unknown, stray),
     its copy shrunk for the map and what lies nearest the spot (here). Bytes in, small
     answers out, so the whole of it can be worked in the pool, away from the worker's GIL;
     the mask crosses packed (zones.Masks.packed: a bool, or 8 KiB of bits)."""
     inside = tiles.unpack(packed)
     classes, missing, unknown, stray = classes_over(pngs, legend, inside)
-    # Its counts only: a report's map is the raster of shrunk tiles (maps.ZoneRaster), which
-    # stands in for the coarse cells a Reading's tally marks (work.draw_zones).
-    counted = tiles.count(classes, inside, len(legend)), {}
+    counted = tiles.count(classes, inside, len(legend))
     small = locate.shrink(classes, factor, ranks)
     found = locate.nearest(tile, classes, inside, *here) if here else {}
     return counted, missing, (unknown, stray), small, found

@@ -43,7 +43,6 @@ TILE_BUDGET = 256  # tiles per layer dataset per job, at most
 NO_ZONE = "none"
 UNRECOGNISED = "other"
 UNKNOWN_LIMIT = 0.05  # a layer whose painted pixels are more than this unknown is unread
-MAP_CELLS = 48  # the report's map: the outline's box split into this many cells a side
 # A legend of one colour has no two colours to keep apart: a pixel within this of it (a
 # landslide legend's tolerance) is of its class.
 SINGLE_TOLERANCE = 24
@@ -298,12 +297,11 @@ def map_xy(bounds: tuple[float, float, float, float], lon: Any, lat: Any) -> tup
 
 @dataclass
 class Reading:
-    """What one dataset's tiles say over an outline: pixel counts and a coarse map."""
+    """What one dataset's tiles say over an outline: pixel counts and colours."""
 
     legend: tuple[ZoneClass, ...]
     bounds: tuple[float, float, float, float]  # the outline's (west, south, east, north)
     counts: dict[str, int]
-    cells: dict[int, int]  # map cell (row * MAP_CELLS + col) -> the worst class index there
     tiles: int = 0
     missing: int = 0  # tiles the portal does not have (404): no zone mapped there
     unknown: dict[str, int] = field(default_factory=dict)  # colour seen -> pixels
@@ -313,48 +311,19 @@ class Reading:
     def start(cls, legend: tuple[ZoneClass, ...], outline: BaseGeometry) -> "Reading":
         """Return an empty reading of a dataset over an outline."""
         counts = {zone.key: 0 for zone in legend} | {NO_ZONE: 0, UNRECOGNISED: 0}
-        return cls(legend, tuple(outline.bounds), counts, {})  # type: ignore[arg-type]
+        return cls(legend, tuple(outline.bounds), counts)  # type: ignore[arg-type]
 
-    def add(self, tile: mercantile.Tile, classes: np.ndarray, inside: np.ndarray) -> None:
-        """Count a decoded tile's pixels inside the outline, and note them on the map."""
-        self.take(self.tally(tile, classes, inside))
+    def add(self, classes: np.ndarray, inside: np.ndarray) -> None:
+        """Count a decoded tile's pixels inside the outline."""
+        self.take(count(classes, inside, len(self.legend)))
 
-    def tally(self, tile: mercantile.Tile, classes: np.ndarray, inside: np.ndarray) -> Any:
-        """Return what add() counts of a tile, without adding it: (counts, map cells).
-
-        The pixel work, apart from the reading itself: counts[c + 1] is the pixels inside
-        of class c (-1 unrecognised, 0 no zone, 1..n), cells the worst rank per map cell.
-        """
-        counted = count(classes, inside, len(self.legend))
-        if not any(counted[2:]):  # no pixel of a class inside: no cell to mark
-            return counted, {}
-        # Each painted pixel's rank (0 elsewhere): table[c + 1] for class c.
-        table = np.array([0, 0] + [zone.rank for zone in self.legend], dtype=np.int16)
-        ranked = table[classes + 1] * inside  # small integers: 5x quicker than int64's where
-        # A map cell is a block of whole columns and rows: a column's longitude alone says
-        # its cell's column, a row's latitude its cell's row, and both only grow along the
-        # tile. So the worst rank per cell is a maximum over runs of rows, then of columns.
-        x, y = map_xy(self.bounds, *pixel_axes(tile))
-        cols = np.clip((x * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
-        rows = np.clip((y * MAP_CELLS).astype(int), 0, MAP_CELLS - 1)
-        across = np.flatnonzero(np.diff(cols, prepend=-1))  # the first column of each run
-        down = np.flatnonzero(np.diff(rows, prepend=-1))
-        worst = np.maximum.reduceat(np.maximum.reduceat(ranked, down, axis=0), across, axis=1)
-        cells = rows[down][:, None] * MAP_CELLS + cols[across][None, :]
-        kept = worst > 0
-        return counted, dict(zip(cells[kept].tolist(), worst[kept].tolist(), strict=True))
-
-    def take(self, tallied: Any) -> None:
-        """Add a tile's tally (tally()) to the reading."""
-        counted, cells = tallied
+    def take(self, counted: list[int]) -> None:
+        """Add a tile's counts (count(): unrecognised, no zone, then each class) to it."""
         self.tiles += 1
         self.counts[UNRECOGNISED] += counted[0]
         self.counts[NO_ZONE] += counted[1]
         for i, zone in enumerate(self.legend, start=2):
             self.counts[zone.key] += counted[i]
-        for cell, rank in cells.items():
-            if rank > self.cells.get(cell, 0):
-                self.cells[cell] = rank
 
     def total(self) -> int:
         """Return the number of pixels read inside the outline."""
@@ -393,7 +362,7 @@ def read_tiles(
     for tile, png in tiles:
         inside = masks[tile] if masks is not None else inside_mask(tile, outline)
         classes = decode(png, legend)
-        reading.add(tile, classes, inside)
+        reading.add(classes, inside)
         reading.missing += png is None
         if png is not None and (classes[inside] == -1).any():
             for colour, n in unknown_colours(png, classes, inside).items():

@@ -2,9 +2,8 @@
 
 A zone dataset's classes are kept as read, shrunk to a raster (ZoneRaster) drawn as a
 palette PNG; as_answer turns a dataset's reading (tiles.Reading) into the JSON-safe answer
-the analysis reads, with its coarse cells as runs of rectangles (a report's tiles mark no
-cells: its rasters stand in for them, work.draw_zones; stored reports from before rasters
-keep theirs); mesh layers (J-SHIS) are drawn as their 250 m squares. Coordinates are of a
+the analysis reads (stored reports from before rasters keep their coarse cells as
+rectangles); mesh layers (J-SHIS) are drawn as their 250 m squares. Coordinates are of a
 viewBox MAP_SIZE units a side over the outline's box (tiles.map_xy).
 """
 
@@ -21,7 +20,6 @@ def as_answer(reading: tiles.Reading, zone_plan: Plan) -> dict[str, Any]:
     """Return a dataset's reading as the JSON-safe answer the analysis reads."""
     return {
         "counts": dict(reading.counts),
-        "rects": map_rects(reading.cells),
         "tiles": reading.tiles,
         "missing_tiles": reading.missing,
         # Colours of no legend class that are not edges (pixels each): the level is uncertain.
@@ -56,28 +54,6 @@ def map_outline(outline: BaseGeometry) -> dict[str, Any]:
             points = " ".join(f"{a:.0f},{b:.0f}" for a, b in pairs)
             parts.append(f"M{points}Z")
     return {"path": "".join(parts), "width": MAP_SIZE, "height": round(float(h[0]) * MAP_SIZE)}
-
-
-def map_rects(cells: dict[Any, int]) -> list[list[int]]:
-    """Return a reading's map cells as [x, y, width, height, rank] runs along each row."""
-    size = MAP_SIZE / tiles.MAP_CELLS
-    rows: dict[int, list[tuple[int, int]]] = {}
-    for cell, rank in cells.items():
-        row, col = divmod(int(cell), tiles.MAP_CELLS)
-        rows.setdefault(row, []).append((col, rank))
-    rects = []
-    for row, cols in sorted(rows.items()):
-        cols.sort()
-        start, last, rank = cols[0][0], cols[0][0], cols[0][1]
-        for col, r in [*cols[1:], (None, None)]:
-            if col is not None and col == last + 1 and r == rank:
-                last = col
-                continue
-            x, w = round(start * size), round((last - start + 1) * size)
-            rects.append([x, round(row * size), w, round(size), rank])
-            if col is not None:
-                start, last, rank = col, col, r
-    return rects
 
 
 def mesh_rects(

@@ -82,7 +82,7 @@ def _zones_result(
         "shares": shares,
         "worst": worst.key if worst else None,
         "mapped": True,
-        "maps": {dataset: answer["rects"] for dataset, answer, _ in rows},
+        "maps": {dataset: [] for dataset, _, _ in rows},  # drawn as rasters (work.draw_zones)
     }
 
 
