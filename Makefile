@@ -36,10 +36,11 @@ run: $(VENV)/.installed translations
 cluster: $(VENV)/.installed translations
 	JOB_EXECUTOR=procrastinate $(BIN)/honcho -f Procfile start
 
-# TEST_WORKERS pytest-xdist processes share the tests (each its own database; 0: one process).
+# TEST_WORKERS pytest-xdist processes share the tests (each its own database; 0: one process);
+# a worker out of tests takes half of another's (worksteal): the slow ones end together.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed translations chromium
-	LAYER_PROVIDER=demo $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	LAYER_PROVIDER=demo $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Not part of `make test`: two web instances and two queue workers killed CHAOS_KILLS times
 # (SIGKILLs and failpoints), their PostgreSQL cut or stalled CHAOS_DB_FAULTS times and

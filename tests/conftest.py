@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import requests
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -41,6 +42,11 @@ TEST_CONFIG = {
     # process is every live server's (tests/live.py), and test_offload's.
     "WORK_PROCESS": "off",
 }
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Put the tests marked `first` first: a run of minutes started last ends the suite alone."""
+    items.sort(key=lambda item: item.get_closest_marker("first") is None)
 
 
 def _server_url() -> str:
@@ -385,6 +391,55 @@ def live(database_url, tmp_path, request):
     truncate(database_url)
     with processes(Server, database_url, tmp_path, "gunicorn", request) as start:
         yield start
+
+
+@pytest.fixture(scope="module")
+def _module_servers(database_url, tmp_path_factory, request):
+    """The module's kept gunicorn servers, one per set of settings (see kept_live)."""
+    from tests.live import Server
+
+    kept: dict[tuple, Server] = {}
+    logs = tmp_path_factory.mktemp("kept")
+    with processes(Server, database_url, logs, "gunicorn", request) as start:
+
+        def server(**env: str) -> Server:
+            key = tuple(sorted(env.items()))
+            if key not in kept:
+                kept[key] = start(**env)
+            return kept[key]
+
+        server.kept = kept
+        yield server
+
+
+@pytest.fixture
+def kept_live(_module_servers, database_url):
+    """Like `live`, but the server with these settings is the module's, started once.
+
+    For tests that neither kill, restart nor read the log of their server, and end their
+    jobs: each test starts on empty tables, after the last one's jobs have ended (a server
+    still running one is stopped and forgotten). A start costs about 3 s; a module's
+    parametrised tests take one.
+    """
+    for key, server in list(_module_servers.kept.items()):
+        if not _idle(server, timeout=15):
+            server.stop()
+            del _module_servers.kept[key]
+    truncate(database_url)
+    return _module_servers
+
+
+def _idle(server, timeout: float) -> bool:
+    """Tell whether the server answers with no job running, waiting up to timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if server.health()["jobs_running"] == 0:
+                return True
+        except (requests.RequestException, ValueError, KeyError):
+            return False
+        time.sleep(0.05)
+    return False
 
 
 @pytest.fixture

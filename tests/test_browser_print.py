@@ -44,8 +44,8 @@ def pages_of(pdf: bytes) -> int:
 
 @pytest.mark.parametrize("place", PLACES, ids=["yamashita", "toyosu", "sapporo"])
 @pytest.mark.parametrize("lang", ["ja", "en"])
-def test_a_report_prints_on_at_most_three_a4_pages(page, live, lang, place):
-    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+def test_a_report_prints_on_at_most_three_a4_pages(page, kept_live, lang, place):
+    server = kept_live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
     violations = watch_csp(page)
     sign_up(page, server, f"print-{lang}@example.com")
     page.goto(server.url + "/assessments/new")

@@ -76,9 +76,9 @@ def finished_report(page, server, place):
 @pytest.mark.parametrize("lang", ["en", "ja"])
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_each_number_says_whose_it_is_in_the_report_the_history_and_the_comparison(
-    browser, live, size, lang
+    browser, kept_live, size, lang
 ):
-    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+    server = kept_live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
     page = browser.new_page(viewport=size)
     violations = watch_csp(page)
     sign_up(page, server, f"story-{lang}{size['width']}@example.com")

@@ -86,8 +86,8 @@ def test_a_report_finished_while_watching_is_the_full_pages_report(page, live):
 
 
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_the_form_names_the_place_while_typing_in_japanese(browser, live, size):
-    server = live()
+def test_the_form_names_the_place_while_typing_in_japanese(browser, kept_live, size):
+    server = kept_live()
     page = browser.new_page(viewport=size)
     violations = watch_csp(page)
     to_japanese(page, server)
@@ -121,8 +121,8 @@ def nav_rows(page):
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_a_finished_report_reads_well_at_both_sizes_and_languages(browser, live, size, lang):
-    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+def test_a_finished_report_reads_well_at_both_sizes_and_languages(browser, kept_live, size, lang):
+    server = kept_live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
     page = browser.new_page(viewport=size)
     violations = watch_csp(page)
     if lang == "ja":
@@ -164,8 +164,8 @@ def test_a_finished_report_reads_well_at_both_sizes_and_languages(browser, live,
     assert violations == []
 
 
-def test_a_japanese_report_prints_in_japanese_from_the_english_interface(page, live):
-    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+def test_a_japanese_report_prints_in_japanese_from_the_english_interface(page, kept_live):
+    server = kept_live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
     violations = watch_csp(page)
     sign_up(page, server, "print@example.com")
     page.goto(server.url + "/assessments/new")
@@ -185,9 +185,9 @@ def test_a_japanese_report_prints_in_japanese_from_the_english_interface(page, l
     assert violations == []
 
 
-def test_an_address_report_and_the_history_fit_a_phone(browser, live):
+def test_an_address_report_and_the_history_fit_a_phone(browser, kept_live):
     # Issue 34: on a 390 px phone the history's score cell ran past the card ("80/100 · 津").
-    server = live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
+    server = kept_live(ASSESSMENT_WORK_SECONDS="0", POLL_INTERVAL_SECONDS="0.3")
     page = browser.new_page(viewport=PHONE)
     violations = watch_csp(page)
     to_japanese(page, server)

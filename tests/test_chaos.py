@@ -15,6 +15,7 @@ from tests.stripestorm import Sale, Storm
 pytestmark = pytest.mark.server
 
 
+@pytest.mark.first
 def test_a_short_chaos_run_keeps_the_books_and_its_checker_sees_a_lie():
     # timed=False: how soon a job settles is make chaos's figure; a test asserts no wall time.
     chaos = Chaos(

@@ -120,9 +120,9 @@ def checkout(sql, user_id: int, points: int = 5, amount: int = 2000) -> str:
 
 
 @pytest.fixture
-def shop(live):
-    """A real gunicorn taking payments."""
-    return live(**PAY)
+def shop(kept_live):
+    """A real gunicorn taking payments, the module's (a delivery needs no server of its own)."""
+    return kept_live(**PAY)
 
 
 # --- the webhook, on a real gunicorn ---------------------------------------------------

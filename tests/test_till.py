@@ -29,9 +29,9 @@ from tests.test_purchases import (
 
 
 @pytest.fixture
-def shop(live):
-    """A real gunicorn taking payments."""
-    return live(**PAY)
+def shop(kept_live):
+    """A real gunicorn taking payments, the module's."""
+    return kept_live(**PAY)
 
 
 def credited(shop, sql, spent: int = 0, points: int = 5, amount: int = 2000):

@@ -13,9 +13,9 @@ from tests.test_till import codes, credited
 
 
 @pytest.fixture
-def shop(live):
-    """A real gunicorn taking payments."""
-    return live(**PAY)
+def shop(kept_live):
+    """A real gunicorn taking payments, the module's."""
+    return kept_live(**PAY)
 
 
 YEN = 2000  # the pack of 5 points these tests buy
