@@ -74,19 +74,17 @@ def sweep_in_background(app: Flask) -> threading.Thread:
 
 
 def _sweep(app: Flask) -> None:
-    limits.set_role("sweep")
     try:
-        with app.app_context():
+        with limits.role("sweep"), app.app_context():
             sweep.sweep()
     except Exception:  # noqa: BLE001 - the next trigger sweeps again
         log.exception("sweep failed")
 
 
 def _run(app: Flask, due: list[str]) -> None:
-    limits.set_role("sweep")  # the purge is one UPDATE of old rows, as long at worst
     for name in due:
-        try:
-            with app.app_context():
+        try:  # the purge is one UPDATE of old rows: as long, at worst, as a sweep
+            with limits.role("sweep"), app.app_context():
                 interval = app.config[INTERVALS[name]]
                 wait = claim(name, interval)
                 if wait is not None:
