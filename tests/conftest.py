@@ -12,6 +12,7 @@ import re
 import threading
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -395,38 +396,43 @@ def live(database_url, tmp_path, request):
 
 @pytest.fixture(scope="module")
 def _module_servers(database_url, tmp_path_factory, request):
-    """The module's kept gunicorn servers, one per set of settings (see kept_live)."""
+    """The module's kept gunicorn servers by their settings, and how to start one."""
     from tests.live import Server
 
     kept: dict[tuple, Server] = {}
     logs = tmp_path_factory.mktemp("kept")
     with processes(Server, database_url, logs, "gunicorn", request) as start:
-
-        def server(**env: str) -> Server:
-            key = tuple(sorted(env.items()))
-            if key not in kept:
-                kept[key] = start(**env)
-            return kept[key]
-
-        server.kept = kept
-        yield server
+        yield start, kept
 
 
 @pytest.fixture
-def kept_live(_module_servers, database_url):
+def kept_live(_module_servers, database_url, request):
     """Like `live`, but the server with these settings is the module's, started once.
 
     For tests that neither kill, restart nor read the log of their server, and end their
     jobs: each test starts on empty tables, after the last one's jobs have ended (a server
-    still running one is stopped and forgotten). A start costs about 3 s; a module's
-    parametrised tests take one.
+    still running one is stopped, with a warning). Its in-process caches (layers, tiles,
+    the time estimate) outlive the tables: a later test of the same place reads a report
+    "made from a recent report"; a test that needs a fresh server's page uses `live`.
+    A start costs about 3 s; a module's parametrised tests take one.
     """
-    for key, server in list(_module_servers.kept.items()):
+    start, kept = _module_servers
+    for key, server in list(kept.items()):
         if not _idle(server, timeout=15):
+            warnings.warn(f"a kept server ran a job past its test: {server.log_path}", stacklevel=2)
             server.stop()
-            del _module_servers.kept[key]
+            del kept[key]
     truncate(database_url)
-    return _module_servers
+    work = work_of(request)  # the test's own marks, not only its module's
+
+    def server(**env: str):
+        settings = {**work, **env}
+        key = tuple(sorted(settings.items()))
+        if key not in kept:
+            kept[key] = start(**settings)
+        return kept[key]
+
+    return server
 
 
 def _idle(server, timeout: float) -> bool:
