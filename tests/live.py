@@ -25,10 +25,6 @@ FAST = {
     "LAYER_PROVIDER": "demo",
     "SECRET_KEY": "live-test-secret",
     "GUNICORN_ACCESSLOG": "",
-    # A stopping worker keeps a client's kept-alive connection open until it expires, at
-    # most 2 s (gthread's linger): a test's browser or session would make every stop at
-    # its end take that long. Kept alive 1 s here, 5 s in gunicorn.conf.py.
-    "GUNICORN_CMD_ARGS": "--keep-alive 1",
     # Every test user signs up from 127.0.0.1, and the brake's counts are the database's,
     # shared by a test's instances: tests of the brake set their own limits.
     "SIGNUP_RATE_LIMIT": "1000 per hour",
