@@ -146,7 +146,7 @@ import importlib
 gaz = importlib.import_module({module!r}).gazetteer()
 out = {{"app_only": before, "with_index": dict(rss())}}
 if {module!r}.startswith("app."):  # streets: kanjize, then a full LRU of municipalities
-    from app.assessment.place import addresses
+    from app.assessment.registers import addresses
     out["with_streets"] = [addresses.streets(a.code5) for a in gaz.areas[:100]] and dict(rss())
 print(json.dumps(out))
 """

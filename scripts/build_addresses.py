@@ -1,4 +1,4 @@
-"""Build app/assessment/place/data/addresses.zip: every 町丁目 (and 大字) with its point and extent.
+"""Build app/assessment/registers/data/addresses.zip: every 町丁目 (and 大字), its point and extent.
 
 Source: Geolonia 住所データ, the GitHub repository geolonia/japanese-addresses (CC BY 4.0,
 Copyright Geolonia Inc.), itself built from MLIT's 位置参照情報 (大字・町丁目レベル) and
@@ -55,12 +55,12 @@ import shapely
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.assessment.place import outlines, postal  # noqa: E402
-from app.assessment.place.addresses import base_of, town_index, town_key  # noqa: E402
 from app.assessment.place.gazetteer import gazetteer  # noqa: E402
-from app.assessment.place.keys import hiragana  # noqa: E402
+from app.assessment.registers import outlines, postal  # noqa: E402
+from app.assessment.registers.addresses import base_of, town_index, town_key  # noqa: E402
+from app.assessment.registers.keys import hiragana  # noqa: E402
 
-OUT = ROOT / "app" / "assessment" / "place" / "data" / "addresses.zip"
+OUT = ROOT / "app" / "assessment" / "registers" / "data" / "addresses.zip"
 SOURCE = {
     "dataset": "Geolonia 住所データ (japanese-addresses), api/ja/{都道府県}/{市区町村}.json",
     "publisher": "Geolonia Inc., https://github.com/geolonia/japanese-addresses",

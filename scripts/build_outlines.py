@@ -1,4 +1,4 @@
-"""Build app/assessment/place/data/outlines.zip: every current municipality's outline, simplified.
+"""Build app/assessment/registers/data/outlines.zip: each current municipality's outline, simplified.
 
 Source: MLIT's 国土数値情報 行政区域データ (N03), edition N03-22_220101 (as of 2022-01-01), as
 split into one GeoJSON per municipality (wards of designated cities apart) by the GitHub
@@ -27,7 +27,7 @@ What it writes, per current unit of the gazetteer (app/assessment/place/gazettee
   assessment reads a circle around the unit's recorded centre instead, saying so.
 Each outline is simplified (TOLERANCE degrees, topology preserved), its coordinates
 rounded to DIGITS decimals, and stored as its own zip member, so the app reads only the
-outlines it needs (app/assessment/place/outlines.py). index.json holds every unit's bounding box
+outlines it needs (app/assessment/registers/outlines.py). index.json holds every unit's bounding box
 (for naming the municipality a point lies in), the approximations and the provenance.
 """
 
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from app.assessment import changes  # noqa: E402
 from app.assessment.place.gazetteer import gazetteer  # noqa: E402
 
-OUT = ROOT / "app" / "assessment" / "place" / "data" / "outlines.zip"
+OUT = ROOT / "app" / "assessment" / "registers" / "data" / "outlines.zip"
 TOLERANCE = 0.0004  # degrees: about 40 m
 DIGITS = 4  # about 10 m
 SOURCE = {

@@ -11,9 +11,9 @@ from urllib.parse import unquote
 import pytest
 
 from app.assessment import PlaceAmbiguous, PlaceNotFound, resolve_place
-from app.assessment.place import addresses
-from app.assessment.place.keys import romaji_key, romanise, romanise_name
 from app.assessment.place.resolver import query_for
+from app.assessment.registers import addresses
+from app.assessment.registers.keys import romaji_key, romanise, romanise_name
 from app.assessment.sources.gsi_address import _names_banchi, place_address
 from tests.conftest import job_id_from, serve_http, signed_in, wait_for
 from tests.test_assessment_jobs import nothing_written

@@ -1,7 +1,7 @@
 """app/ is layered: web -> jobs -> points and assessment -> caches, database, operations -> the
 root modules (config, extensions, models), never upward. Inside assessment, its rooms are
-layered too: work (the root modules) -> report -> sources -> grid -> place, and every room
-may use errors.py, which uses none of them.
+layered too: work (the root modules) -> report -> sources -> grid -> place -> registers, and
+every room may use errors.py, which uses none of them.
 
 An AST walk over every module resolves each import (absolute or relative, at module level
 or inside a function) to the package it lands in and checks it against ALLOWED. create_app()
@@ -19,7 +19,7 @@ APP = Path(__file__).resolve().parent.parent / "app"
 # extensions, models): what every package uses.
 BELOW = {"caches", "database", "operations", "root"}
 # The assessment package's rooms; "assessment" alone is its root (work.py, __init__.py).
-ROOMS = ("place", "grid", "sources", "report", "errors")
+ROOMS = ("registers", "place", "grid", "sources", "report", "errors")
 ASSESSMENT = {"assessment"} | {f"assessment.{room}" for room in ROOMS}
 ALLOWED = {
     "web": {"web", "jobs", "points"} | ASSESSMENT | BELOW,
@@ -28,11 +28,14 @@ ALLOWED = {
     "points": {"points", "database", "operations", "root"},
     "assessment": ASSESSMENT | {"caches", "operations", "root"},
     "assessment.report": {"assessment.report", "assessment.sources", "assessment.grid"}
-    | {"assessment.place", "assessment.errors", "caches", "root"},
+    | {"assessment.place", "assessment.registers", "assessment.errors", "caches", "root"},
     "assessment.sources": {"assessment.sources", "assessment.grid", "assessment.place"}
-    | {"assessment.errors", "caches", "root"},
-    "assessment.grid": {"assessment.grid", "assessment.place", "assessment.errors", "root"},
-    "assessment.place": {"assessment.place", "assessment.errors", "caches", "root"},
+    | {"assessment.registers", "assessment.errors", "caches", "root"},
+    "assessment.grid": {"assessment.grid", "assessment.place", "assessment.registers"}
+    | {"assessment.errors", "root"},
+    "assessment.place": {"assessment.place", "assessment.registers", "assessment.errors"}
+    | {"caches", "root"},
+    "assessment.registers": {"assessment.registers", "root"},
     "assessment.errors": {"assessment.errors", "root"},
     "caches": {"caches", "database", "root"},
     "database": {"database", "root"},
@@ -137,7 +140,8 @@ def test_every_import_flows_downward():
         ("app.points.billing", "from ..caches import singleflight"),
         # inside assessment: upward and sideways between its rooms
         ("app.assessment.place.resolver", "from ..sources import portal"),
-        ("app.assessment.place.outlines", "from ..report.analysis import LAYERS"),
+        ("app.assessment.registers.outlines", "from ..report.analysis import LAYERS"),
+        ("app.assessment.registers.postal", "from ..place.gazetteer import gazetteer"),
         ("app.assessment.sources.portal", "from ..report import provenance"),
         ("app.assessment.sources.http", "from ..work import run_assessment"),
         ("app.assessment.report.analysis", "from .. import work"),
@@ -165,6 +169,7 @@ def test_an_upward_import_is_caught(module, source):
         ("app.assessment.report.analysis", "from ..sources.portal import ZONE_DATASETS"),
         ("app.assessment.sources.jshis", "from ..place.sampling import mesh250"),
         ("app.assessment.place.resolver", "from ..errors import PlaceNotFound"),
+        ("app.assessment.place.point", "from ..registers import addresses, outlines"),
         ("app.assessment.errors", "if TYPE_CHECKING:\n    from .place.area import Area"),
         ("app.web.i18n", "from ..assessment.errors import Named"),
     ],

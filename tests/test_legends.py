@@ -17,7 +17,7 @@ from PIL import Image
 
 from app.assessment import resolve_place
 from app.assessment.grid import legends, tiles, zones
-from app.assessment.place import outlines
+from app.assessment.registers import outlines
 from app.assessment.report import analysis, readings
 from app.assessment.sources import portal
 from app.assessment.sources.portal import ZONE_DATASETS, judge, split_key

@@ -6,7 +6,6 @@ from importlib import metadata
 
 import pytest
 
-from app.assessment.place import changes, postal
 from app.assessment.place import gazetteer as gazetteer_module
 from app.assessment.place.area import Area
 from app.assessment.place.gazetteer import check_digit, gazetteer
@@ -16,6 +15,7 @@ from app.assessment.place.resolver import (
     PlaceSuperseded,
     resolve_place,
 )
+from app.assessment.registers import changes, postal
 from tests.conftest import job_id_from
 from tests.test_assessment_jobs import nothing_written
 

@@ -24,7 +24,7 @@ from app.assessment import resolve_place
 from app.assessment.errors import ProviderError
 from app.assessment.grid import legends, tiles, zones
 from app.assessment.grid.sampling import MESH_BUDGET, mesh250, mesh_centre
-from app.assessment.place import outlines
+from app.assessment.registers import outlines
 from app.assessment.report import analysis
 from app.assessment.sources.evacuation import SAMPLE
 from app.assessment.sources.http import RetryPolicy, retry_after_seconds

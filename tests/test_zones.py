@@ -19,7 +19,7 @@ from PIL import Image
 from app.assessment import resolve_place
 from app.assessment.errors import PlaceNotFound
 from app.assessment.grid import legends, tiles, zones
-from app.assessment.place import outlines
+from app.assessment.registers import outlines
 from app.assessment.report.analysis import LAYERS, describe, translate
 from app.assessment.report.provenance import outline_edition
 from app.assessment.sources import jshis, terms

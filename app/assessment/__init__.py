@@ -1,17 +1,19 @@
 """The assessment domain: from what a person typed to the report they read.
 
-Four rooms, each answering one question, and the job's step at the root:
-- place: where? (the resolver, gazetteer, postal codes, street addresses, outlines)
+Five rooms, each answering one question, and the job's step at the root:
+- registers: what do the published registers say? (outlines, 町丁目, postal codes, changes
+  of units, the keys names are read by)
+- place: where? (the resolver, gazetteer, the 町丁目 meant, a point, the Area)
 - grid: which tiles and meshes cover it, and what their pixels hold? (tile plan, decoding
   and legends, the pixel pool, the pixel under a spot, 250 m meshes)
 - sources: what do the services say? (the HTTP client, each provider, base map, coverage)
 - report: what does it mean? (levels, headline and score, narrative, provenance, the map)
 - work.py runs one assessment through them; errors.py holds the package's errors.
 
-Imports flow place <- grid <- sources <- report <- work (tests/test_layers.py checks it);
-every room may import errors.py. The package may import app.caches, app.operations and the
-root modules (config, extensions, models); never app.points, app.jobs or app.web. job.py is
-the report as a job's work (app/jobs/work.py's contract).
+Imports flow registers <- place <- grid <- sources <- report <- work (tests/test_layers.py
+checks it); every room may import errors.py. The package may import app.caches,
+app.operations and the root modules (config, extensions, models); never app.points, app.jobs
+or app.web. job.py is the report as a job's work (app/jobs/work.py's contract).
 """
 
 from importlib import import_module

@@ -29,7 +29,7 @@ from werkzeug.http import parse_accept_header
 
 from ..assessment import PlaceAmbiguous, PlaceNotFound
 from ..assessment.errors import Named
-from ..assessment.place import addresses
+from ..assessment.registers import addresses
 from ..assessment.report.analysis import LAYERS
 from ..points import accounts
 from . import reasons

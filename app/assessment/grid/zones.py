@@ -18,7 +18,7 @@ import mercantile
 import numpy as np
 from shapely.geometry.base import BaseGeometry
 
-from ..place.outlines import Outline, outline_of, prefectures_touching
+from ..registers.outlines import Outline, outline_of, prefectures_touching
 from . import tiles
 
 DEFAULT_TILE_BUDGET = 64

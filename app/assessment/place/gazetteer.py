@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from . import changes, postal
-from .area import Area, tiles_around
-from .changes import Change
-from .keys import (
+from ..registers import changes, postal
+from ..registers.changes import Change
+from ..registers.keys import (
     SUFFIX_ENGLISH,
     SUFFIX_KANA,
     SUFFIX_ROMAJI,
@@ -29,6 +28,7 @@ from .keys import (
     romaji_key,
     romanise,
 )
+from .area import Area, tiles_around
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from ..errors import MAX_SUGGESTIONS, N_, Named, PlaceAmbiguous, PlaceNotFound, PlaceSuperseded
+from ..registers.keys import ja_key
 from .area import Area
 from .gazetteer import Gazetteer, Prefecture, gazetteer
-from .keys import ja_key
 
 # What separates the parts of a place: 伊達市（北海道）, "Chuo-ku, Sapporo", 北海道、伊達市.
 PART_SEPARATOR = re.compile(r"[,;、()\[\]【】「」]")

@@ -9,7 +9,7 @@ import math
 import re
 
 from ..errors import N_, PlaceNotFound
-from . import addresses, outlines
+from ..registers import addresses, outlines
 from .area import Area, spot
 from .gazetteer import gazetteer
 from .streets import address_record

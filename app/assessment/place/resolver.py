@@ -56,10 +56,10 @@ import unicodedata
 from dataclasses import dataclass
 
 from ..errors import N_, PlaceAmbiguous, PlaceNotFound, PlaceSuperseded
-from . import addresses, postal
+from ..registers import addresses, postal
+from ..registers.keys import is_romaji, ja_key, romaji_key
 from .area import Area
 from .gazetteer import check_digit, gazetteer
-from .keys import is_romaji, ja_key, romaji_key
 from .names import (
     PART_SEPARATOR,
     exact_names,

@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable
 
 from ..errors import N_, Named, PlaceAmbiguous, PlaceNotFound
-from . import addresses
+from ..registers import addresses
+from ..registers.keys import is_romaji, ja_key
 from .area import Area, spot
 from .gazetteer import Gazetteer, gazetteer
-from .keys import is_romaji, ja_key
 from .names import PART_SEPARATOR, the_one
 
 

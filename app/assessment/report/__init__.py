@@ -2,5 +2,5 @@
 
 Levels from shares, the headline and score, the narrative, and provenance and credits as
 printed. May import app.assessment.sources, app.assessment.grid, app.assessment.place,
-app.assessment.errors and the root modules; never work.
+app.assessment.registers, app.assessment.errors and the root modules; never work.
 """

@@ -5,8 +5,8 @@ layer means, in either language, from the layers' words and levels (analysis.des
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..place.addresses import street_en
 from ..place.area import Area
+from ..registers.addresses import street_en
 from .headline import Headline
 from .states import DETAIL_LAYERS, UNCERTAIN, ZONE_LAYERS, ZONES
 

@@ -7,7 +7,7 @@ the statutory disclaimer, and the landslide data's conditions for the place's pr
 
 from typing import Any
 
-from ..place import outlines
+from ..registers import outlines
 from ..sources import coverage, portal, terms
 
 DISCLAIMER_JA = (

@@ -72,7 +72,7 @@ def notes(layer: str, area: Any) -> list[dict[str, str]]:
     ]
     if layer == terms.OMITTED_LAYER:
         from ..grid.zones import plan
-        from ..place.outlines import prefecture_shares
+        from ..registers.outlines import prefecture_shares
 
         planned = plan(area)
         if any(terms.forbidden(pref) for pref in planned.prefectures[1:]):

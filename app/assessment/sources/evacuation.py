@@ -223,7 +223,7 @@ def on_land(sites: list[list[Any]], bounds: tuple[float, float, float, float]) -
     import numpy as np
     import shapely
 
-    from ..place import outlines
+    from ..registers import outlines
 
     if not sites:
         return []

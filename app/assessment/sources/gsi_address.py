@@ -3,7 +3,7 @@
 国土地理院's 地名・住所検索 (``{GSI_ADDRESS_SEARCH_URL}?q=...``) answers a JSON array of
 GeoJSON Point features, ``geometry.coordinates`` [lon, lat] and ``properties.title`` (the
 address it found). With the real providers on, an address the resolver placed at its
-町丁目 (app/assessment/place/addresses.py) is asked here, through the pooled client and the
+町丁目 (app/assessment/registers/addresses.py) is asked here, through the pooled client and the
 layer cache; its answer is taken only when its title is the 町丁目 itself with the 番地
 typed after it, and its point lies in the 町丁目's circle. Otherwise, or when the service
 cannot be asked, the 町丁目's point stays, and the area says why (address["gsi"]).
@@ -17,9 +17,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import UpstreamError
-from ..place import outlines
-from ..place.addresses import town_key
 from ..place.area import Area, spot
+from ..registers import outlines
+from ..registers.addresses import town_key
 from . import http
 
 log = logging.getLogger(__name__)

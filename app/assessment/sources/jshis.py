@@ -197,7 +197,7 @@ def mesh_keys(area: Any) -> list[str]:
 def _mesh_keys(area: Any) -> tuple[str, ...]:
     # Kept per area (an area is a frozen value): a job asks three times, 3-6 ms each for a
     # city, and 32 reports started at one moment asked beside the poll (bench rows 2d-2j).
-    from ..place.outlines import outline_of
+    from ..registers.outlines import outline_of
 
     points = mesh_points(outline_of(area).geometry)
     return tuple(dict.fromkeys(mesh250(lat, lon) for lat, lon in points))

@@ -352,7 +352,7 @@ def near_the_sea(tile: Any, distance_m: float = DEMO_COAST_M) -> Any:
     """
     import shapely
 
-    from ..place import outlines
+    from ..registers import outlines
 
     box = shapely.box(*mercantile.bounds(tile))
     reach = distance_m / 111_320.0 * 1.5  # degrees, generous for longitude
