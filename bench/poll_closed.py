@@ -11,6 +11,8 @@ Lua script cycling over the 32 users' cookies:
 - status_reap: the reaping UPDATE on every poll, then the real poll
 - status_ja: the product's poll again, from the same users' sessions switched to Japanese
 - status_rendered: the product's poll without If-None-Match: every poll rendered
+- status_nometrics: the product's poll with its latency histogram's observe a no-op
+  (bench/benchapp.py): row 1f, what the histogram costs
 
 The status endpoints but the last ask as a browser that kept the fragment asks (Chromium,
 tests/test_browser.py): with If-None-Match and the ETag of the fragment it got before the
@@ -27,11 +29,13 @@ from . import wrk
 from .common import USER_AGENT, Database, count_running, loaded, log
 from .table import Row, check, compare, get, missing, num
 
-ENDPOINTS = "constant select1 status status_nocheck status_reap status_ja status_rendered".split()
-REVALIDATED = ("status", "status_nocheck", "status_reap", "status_ja")
+ENDPOINTS = (
+    "constant select1 status status_nocheck status_reap status_ja status_rendered status_nometrics"
+).split()
+REVALIDATED = ("status", "status_nocheck", "status_reap", "status_ja", "status_nometrics")
 RATIOS = (
     "status/constant status/select1 status/status_nocheck status_reap/status status_ja/status"
-    " status_rendered/constant status_rendered/select1"
+    " status_rendered/constant status_rendered/select1 status/status_nometrics"
 ).split()
 
 
@@ -41,6 +45,7 @@ def paths(user) -> dict[str, str]:
     bench = {"constant": "/bench/constant", "select1": "/bench/select1"}
     bench |= {"status_nocheck": f"/bench/status-nocheck/{job}"}
     bench |= {"status_reap": f"/bench/status-reap-every-poll/{job}"}
+    bench |= {"status_nometrics": f"/bench/status-nometrics/{job}"}
     return {ep: bench.get(ep, status) for ep in ENDPOINTS}
 
 
@@ -111,11 +116,13 @@ AT_LEAST = (
     ("1b", "status fragment vs `SELECT 1`, req/s", "status", "select1", "SELECT 1", 1.3),
     ("1e", "status fragment from Japanese sessions vs English ones, req/s", "status_ja",
      "status", "English", 0.95),
+    ("1f", "status fragment with its latency histogram vs without, req/s", "status",
+     "status_nometrics", "no histogram", 0.95),
 )  # fmt: skip
 
 
 def summary(r: dict) -> list[Row]:
-    """Rows 1a-1e: the poll's req/s against each baseline endpoint, as per-round ratios."""
+    """Rows 1a-1f: the poll's req/s against each baseline endpoint, as per-round ratios."""
     rps = {ep: get(e, "rps_median") for ep, e in r.get("endpoints", {}).items()}
     ratio = {name: get(v, "median") for name, v in r.get("ratios", {}).items()}
     nc = ratio.get("status/status_nocheck")

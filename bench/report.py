@@ -17,8 +17,7 @@ from .table import SUMMARY, Row, num, table
 
 # The sections in the page's order (the summary's rows are sorted by their number).
 SECTIONS = (
-    "poll_closed poll_parts poll_metrics poll_open recovery outage singleflight submit"
-    " memory places scale"
+    "poll_closed poll_parts poll_open recovery outage singleflight submit memory places scale"
 ).split()
 
 

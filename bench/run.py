@@ -2,8 +2,8 @@
 
     python -m bench.run [--only poll_closed,poll_open,...] [--quick]
 
-Benchmarks: singleflight, poll_closed, poll_parts, poll_open, poll_metrics, recovery,
-outage, submit, memory, places, scale.
+Benchmarks: singleflight, poll_closed, poll_parts, poll_open, recovery, outage, submit,
+memory, places, scale.
 Every figure is reported beside a baseline measured in the same run, as a ratio. The raw
 numbers go to bench/logs/results.json, server logs to bench/logs/*.log.
 """
@@ -33,7 +33,6 @@ PLAN = {
     "poll_parts": ({"n": 500}, {"n": 100}),
     # and rows 2d-2j: the same timetable while 8 and 32 reports compute (demo, real)
     "poll_open": ({"duration": 30, "warmup": 5, "computing": True}, {"duration": 10, "warmup": 3}),
-    "poll_metrics": ({"rounds": 4, "duration": 5}, {"rounds": 1, "duration": 3}),
     "recovery": ({"kills": 5, "term_sizes": (1, 8, 32)}, {"kills": 2, "term_sizes": (8,)}),
     "outage": ({"jobs": 32}, {"jobs": 8}),
     "submit": ({"n": 200}, {"n": 40}),
