@@ -8,7 +8,8 @@ Five rooms, each answering one question, and the job's step at the root:
   and legends, the pixel pool, the pixel under a spot, 250 m meshes)
 - sources: what do the services say? (the HTTP client, each provider, base map, coverage)
 - report: what does it mean? (levels, headline and score, narrative, provenance, the map)
-- work.py runs one assessment through them; errors.py holds the package's errors.
+- work.py runs one assessment through them (fetchers.py its fetch pool, assemble.py the
+  report put together); errors.py holds the package's errors.
 
 Imports flow registers <- place <- grid <- sources <- report <- work (tests/test_layers.py
 checks it); every room may import errors.py. The package may import app.caches,

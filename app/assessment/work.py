@@ -8,7 +8,9 @@ A zone dataset's tiles are decoded and counted over the area's outline as they a
 counts and a shrunk raster for the map are kept, never the tiles, so a job's memory does
 not grow with its tiles. Progress is the mean, over the layers read for the place, of each
 layer's own tiles and meshes fetched of those it planned (progress_of), written through the
-job's usual progress (at most every PROGRESS_SECONDS, and once as each layer ends).
+job's usual progress (at most every PROGRESS_SECONDS, and once as each layer ends). Then
+the layers are analysed and the report put together (assemble.py: the maps, the spot, the
+evacuation sites).
 """
 
 import threading
@@ -20,16 +22,15 @@ from typing import Any
 
 from ..caches.singleflight import CacheStats, SingleFlightCache
 from . import fetchers
+from .assemble import Fetched, at_the_spot, compose, draw_zones, the_map, where_to_go
 from .errors import ProviderError, Stopped, UnreadableTiles
 from .grid import legends, locate, pixels, tiles, zones
-from .grid.sampling import mesh250
 from .place.area import Area
 from .report import maps, provenance, sites, spot
 from .report.analysis import LANGS, LAYERS, Layer, analyse, describe
 from .sources import basemap, coverage, evacuation, portal, terms
 from .sources.providers import DATASETS, LayerProvider, default_keys, origin_of
 
-Fetched = dict[str, list[dict[str, Any]]]
 Paced = Callable[[int], fetchers.Reader]  # a dataset's pause before n of its calls
 
 
@@ -46,23 +47,6 @@ PROGRESS_SECONDS = 1.0
 # be worked are at most these. How many of a job's asks run at once is the pool's share.
 WINDOW = 4
 BESIDE = "beside the layers"  # the base map and the sites every point report lists
-COMPOSING = threading.Lock()  # base maps composed one at a time per process (~20 MiB each)
-
-
-def compose(pngs: Any = None, box: Any = None, zoom: int = 0, **said: Any) -> dict[str, Any]:
-    """Return the base map as one picture, once the layers are read (None: said why).
-
-    After the layers, not beside them, and one job at a time: the picture's megabytes
-    (about 15 MiB at its largest) then never add to the layers' decoding.
-    """
-    if pngs is None:
-        return said
-    try:  # in the pixel pool when there is one: the worker's GIL stays the pages'
-        with COMPOSING:
-            picture = pixels.call(maps.base_map, box, zoom, pngs)
-    except (OSError, ValueError):  # a tile Pillow cannot read
-        return {"base": None, "base_reason": "unavailable"}
-    return {"base": picture, "base_reason": None, "base_zoom": zoom, "base_tiles": len(pngs)}
 
 
 def layers_step(keys: list[str]) -> str:
@@ -448,84 +432,3 @@ def run_assessment(
     }
     progress("Report ready", 100)
     return report
-
-
-def draw_zones(
-    row: dict[str, Any], rasters: dict[str, maps.ZoneRaster], bounds: Any
-) -> dict[str, Any]:
-    """Return a zone layer's rasters as drawn on the map (in place of the coarse cells)."""
-    drawn = {}
-    for dataset in row.get("maps", {}):
-        if dataset in rasters and (picture := rasters[dataset].drawn()) is not None:
-            drawn[dataset] = {**picture, "rect": maps.image_rect(bounds, picture["bounds"])}
-    if not any(ds in rasters for ds in row.get("maps", {})):
-        return {}
-    return {"rasters": drawn, "maps": {ds: [] for ds in row["maps"]}}
-
-
-def at_the_spot(
-    row: dict[str, Any],
-    fetched: Fetched,
-    spots: dict[str, Any],
-    here: tuple[float, float] | None,
-    fetch: Callable[[str, str], dict[str, Any] | None],
-) -> dict[str, Any]:
-    """Return what a layer says at a point report's spot (nothing for a place's report)."""
-    if here is None:
-        return {}
-    legend = row.get("legend", [])
-    if not fetched:  # not published for the place (or not to be read): no data at the spot
-        return {"at_point": spot.no_data(legend)}
-    if all(ds in spots for ds in fetched):
-        return spot.zone_spot([spots[ds] for ds in fetched], legend)
-    mesh = mesh250(*here)
-    (dataset,) = fetched
-    answer = fetch(dataset, mesh)  # the spot's own mesh: asked already, so from the cache
-    key = spot.liquefaction_key(answer) if dataset == "ground" else spot.shaking_key(answer)
-    return spot.mesh_spot(key, mesh, legend)
-
-
-def the_map(bounds: Any, base: dict[str, Any], here: tuple[float, float] | None) -> dict:
-    """Return what the report's map draws besides the zones: base map, pin, scale, credit."""
-    return {
-        **base,
-        "credit": basemap.CREDIT if base.get("base") else None,
-        "spot": maps.spot_xy(bounds, *here) if here else None,
-        "scale": maps.scale_bar(bounds),
-    }
-
-
-def where_to_go(
-    provider: LayerProvider,
-    area: Area,
-    here: tuple[float, float] | None,
-    layers: list[dict[str, Any]],
-    fetch_sites: Callable[[int, str], dict[str, Any]],
-    place: Callable[[float, float], tuple[list[float], bool]],
-    down: bool = False,
-) -> dict[str, Any] | None:
-    """Return a point report's evacuation sites per hazard present (None: none are read).
-
-    The zoom-10 tiles of each hazard type present, within the circle and a margin, a few at
-    once; a site tile shared by neighbouring reports comes from the cache. Sites that cannot
-    be read leave the zones standing: the report says the sites could not be read, at once
-    when they could not be read beside the layers (down).
-    """
-    source = getattr(provider, "evacuation", None)
-    if here is None or source is None:
-        return None
-    found = sites.present(layers)
-    reach = sites.reach_m(area.radius_m)
-    keys = evacuation.tile_keys(*here, reach)
-    asks = [(code, key) for code in found for key in keys]
-    answers: dict[int, list[dict[str, Any]]] | None = None
-    try:
-        if not down:
-            with fetchers.pool().queue() as queue:  # fetch_sites says if the job stopped
-                read = queue.map(lambda ask: fetch_sites(*ask), asks)
-            answers = {code: [a for (c, _), a in zip(asks, read, strict=True) if c == code]
-                       for code in found}  # fmt: skip
-    except ProviderError:
-        pass  # said in the report: the sites could not be read
-    read = [a for per in (answers or {}).values() for a in per]
-    return {**sites.section(found, answers, here, reach, place), "source": source.source(read)}
