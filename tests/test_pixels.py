@@ -58,6 +58,25 @@ def test_the_demo_paints_palette_tiles_that_read_as_before():
         assert classes.max() > 0 and classes.min() >= 0  # painted, and nothing unrecognised
 
 
+
+@pytest.mark.parametrize("factor", [1, 4])
+def test_a_tile_not_published_reads_as_its_missing_pngs_decoded_would(factor):
+    """A tile every PNG of which is missing (404) is counted, shrunk and searched from its
+    mask alone, as decoding its PNGs would: the same counts, copy, dtype and nothing near."""
+    plan = zones.plan(resolve_place("東京都中央区"))  # whole, partial and outside tiles
+    ranks = np.array([-1, 0] + [zone.rank for zone in FLOOD], dtype=np.int16)
+    here = (35.6700, 139.7720)
+    cases = [(tile, plan.masks.packed(tile)) for tile in plan.tiles]
+    cases.append((plan.tiles[0], False))
+    assert {type(packed) for _, packed in cases} == {bool, np.ndarray}
+    for tile, packed in cases:
+        for pngs in ([("a", None)], [("a", None), ("b", None)]):
+            decoded = pixels.work_tile(tile, pngs, FLOOD, packed, factor, ranks, here)
+            alone = pixels.unpublished(packed, len(FLOOD), factor)
+            assert alone[0] == list(decoded[0]) and alone[1:3] == decoded[1:3]
+            assert alone[3].dtype == decoded[3].dtype and (alone[3] == decoded[3]).all()
+            assert alone[4] == decoded[4] == {}
+
 @pytest.fixture
 def pool():
     pixels.configure(1)

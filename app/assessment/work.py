@@ -198,19 +198,23 @@ def run_assessment(
             answers = yield [partial(fetched, by_tile[tile_key]) for tile_key in part]
             for tile_key, pngs in zip(part, answers, strict=True):
                 tile = tiles.parse_tile_key(tile_key)
-                with pixels.turn():
-                    if stop.is_set():  # stopped while in line: the turn goes to the next
-                        raise Stopped()
-                    counted, missing, seen, small, found = worked(
-                        pixels.work_tile,
-                        tile,
-                        pngs,
-                        legend,
-                        masks.packed(tile),
-                        raster.factor,
-                        raster.ranks,
-                        here,
-                    )
+                if all(png is None for _, png in pngs):  # not published: nothing to decode
+                    worked_out = pixels.unpublished(masks.packed(tile), len(legend), raster.factor)
+                else:
+                    with pixels.turn():
+                        if stop.is_set():  # stopped while in line: the turn goes to the next
+                            raise Stopped()
+                        worked_out = worked(
+                            pixels.work_tile,
+                            tile,
+                            pngs,
+                            legend,
+                            masks.packed(tile),
+                            raster.factor,
+                            raster.ranks,
+                            here,
+                        )
+                counted, missing, seen, small, found = worked_out
                 reading.take(counted)
                 reading.missing += missing
                 for colours, kept in zip(seen, (reading.unknown, reading.stray), strict=True):

@@ -292,6 +292,18 @@ def work_tile(
     return counted, missing, (unknown, stray), small, found
 
 
+def unpublished(packed: Any, n: int, factor: int) -> tuple[Any, bool, tuple, np.ndarray, dict]:
+    """Return what work_tile returns of a tile not published (every PNG a 404: no zone
+    mapped there), without decoding: its pixels inside count as no zone. Cheap enough for
+    the job's thread: such a tile never waits for a pixel turn nor crosses to the pool."""
+    if isinstance(packed, bool):
+        inside = tiles.TILE_SIZE**2 if packed else 0
+    else:
+        inside = int(np.bitwise_count(packed).sum())
+    size = tiles.TILE_SIZE // factor
+    return [0, inside] + [0] * n, True, ({}, {}), np.zeros((size, size), np.int8), {}
+
+
 def class_at(
     pngs: list[tuple[str, bytes | None]], legend: tuple[legends.ZoneClass, ...], col: int, row: int
 ) -> Any:
