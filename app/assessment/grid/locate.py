@@ -102,25 +102,41 @@ def shrink(classes: np.ndarray, factor: int, ranks: np.ndarray) -> np.ndarray:
         return np.zeros((size, size), dtype=classes.dtype)
     # One key per pixel, its rank above how early it comes in its block: a block's largest
     # key is its worst rank's first pixel. Halving the key by pairs of columns and rows
-    # keeps each block's largest, in a few whole-array steps.
+    # keeps each block's largest, in a few whole-array steps, in 16 bits where the key fits
+    # (a legend's few ranks at a report's factors): half the bytes each step moves.
     bits = 2 * (factor.bit_length() - 1)
+    lowest = int(ranks.min())
+    dtype = np.int16 if (int(ranks.max()) - lowest + 1) << bits <= 2**15 else np.int32
     if np.array_equal(ranks, np.arange(-1, len(ranks) - 1)):  # class c ranks c: no lookup
-        ranked = classes.astype(np.int32) + 1
+        key = classes.astype(dtype)
+        key += 1
     else:
-        ranked = ranks[classes.astype(np.int16) + 1].astype(np.int32) - int(ranks.min())
-    key = (ranked << bits) | _earliness(factor)
+        key = ranks.astype(dtype).take(classes.astype(np.intp) + 1)
+        key -= lowest
+    key <<= bits
+    key |= _earliness(factor, dtype)
     while key.shape[0] > size:
         key = np.maximum(key[:, 0::2], key[:, 1::2])
         key = np.maximum(key[0::2], key[1::2])
     at = (factor * factor - 1) - (key & (factor * factor - 1))  # the pixel's place in its block
-    corner = np.arange(size) * factor
-    return classes[corner[:, None] + at // factor, corner[None, :] + at % factor]
+    corners, places = _blocks(factor)
+    return classes.ravel().take(corners + places.take(at))
 
 
-@lru_cache(maxsize=16)
-def _earliness(factor: int) -> np.ndarray:
+@lru_cache(maxsize=32)
+def _earliness(factor: int, dtype: type) -> np.ndarray:
     """Return per pixel of a tile how early it comes in its block of factor x factor, as
     a number (the first pixel largest)."""
     within = np.arange(TILE_SIZE) % factor
     place = within[:, None] * factor + within[None, :]
-    return (factor * factor - 1 - place).astype(np.int32)
+    return (factor * factor - 1 - place).astype(dtype)
+
+
+@lru_cache(maxsize=16)
+def _blocks(factor: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return where each block of factor x factor starts in a tile's flattened pixels, and
+    where each place in a block (row by row) lies from its start."""
+    corner = np.arange(TILE_SIZE // factor) * factor
+    place = np.arange(factor * factor)
+    starts = corner[:, None] * TILE_SIZE + corner[None, :]
+    return starts, place // factor * TILE_SIZE + place % factor
