@@ -46,8 +46,8 @@ from shapely.geometry import mapping, shape
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.assessment import changes  # noqa: E402
 from app.assessment.place.gazetteer import gazetteer  # noqa: E402
+from app.assessment.registers import changes  # noqa: E402
 
 OUT = ROOT / "app" / "assessment" / "registers" / "data" / "outlines.zip"
 TOLERANCE = 0.0004  # degrees: about 40 m

@@ -133,3 +133,14 @@ def test_every_planned_benchmark_runs_and_reports_one_way(name):
         assert set(options) <= set(parameters), options
     assert name in SECTIONS and module.NUMBER and module.NAME
     assert callable(module.summary) and callable(module.details)
+
+
+def test_each_closed_loop_row_is_measured_in_the_same_rounds_as_its_baseline():
+    from bench import poll_closed
+
+    for _number, _figure, endpoint, base, *_ in poll_closed.AT_LEAST:
+        assert {endpoint, base} <= set(poll_closed.ENDPOINTS)
+        assert f"{endpoint}/{base}" in poll_closed.RATIOS
+    # Every status endpoint but status_rendered asks as a browser that kept the fragment.
+    status = {ep for ep in poll_closed.ENDPOINTS if ep.startswith("status")}
+    assert set(poll_closed.REVALIDATED) == status - {"status_rendered"}

@@ -35,7 +35,7 @@ ALLOWED = {
     | {"assessment.errors", "root"},
     "assessment.place": {"assessment.place", "assessment.registers", "assessment.errors"}
     | {"caches", "root"},
-    "assessment.registers": {"assessment.registers", "root"},
+    "assessment.registers": {"assessment.registers", "assessment.errors", "root"},
     "assessment.errors": {"assessment.errors", "root"},
     "caches": {"caches", "database", "root"},
     "database": {"database", "root"},

@@ -58,7 +58,6 @@ def test_the_demo_paints_palette_tiles_that_read_as_before():
         assert classes.max() > 0 and classes.min() >= 0  # painted, and nothing unrecognised
 
 
-
 @pytest.mark.parametrize("factor", [1, 4])
 def test_a_tile_not_published_reads_as_its_missing_pngs_decoded_would(factor):
     """A tile every PNG of which is missing (404) is counted, shrunk and searched from its
@@ -76,6 +75,7 @@ def test_a_tile_not_published_reads_as_its_missing_pngs_decoded_would(factor):
             assert alone[0] == list(decoded[0]) and alone[1:3] == decoded[1:3]
             assert alone[3].dtype == decoded[3].dtype and (alone[3] == decoded[3]).all()
             assert alone[4] == decoded[4] == {}
+
 
 @pytest.fixture
 def pool():

@@ -82,7 +82,7 @@ def _zones_result(
         "shares": shares,
         "worst": worst.key if worst else None,
         "mapped": True,
-        "maps": {dataset: [] for dataset, _, _ in rows},  # drawn as rasters (work.draw_zones)
+        "maps": {dataset: [] for dataset, _, _ in rows},  # drawn as rasters (assemble.draw_zones)
     }
 
 
