@@ -79,7 +79,8 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Sweep dead jobs; on SIGTERM, finish or settle this worker's jobs, then drain and exit.
+    """Sweep dead jobs; on SIGTERM, finish or settle this worker's jobs, then drain and exit;
+    on a quick stop (SIGQUIT, SIGINT), settle them and exit at once.
 
     gunicorn drains in-flight requests for up to graceful_timeout and the master
     SIGKILLs the worker at the same deadline, so settling only in worker_exit could
@@ -117,6 +118,20 @@ def post_worker_init(worker):
         threading.Thread(target=finish, name="drain", daemon=True).start()
 
     signal.signal(signal.SIGTERM, finish_then_drain if DRAIN_SECONDS > 0 else settle_then_drain)
+
+    def quit_now(signum, frame):
+        # A quick stop (Ctrl-C: the master's SIGINT becomes the worker's SIGQUIT). gunicorn's
+        # gthread worker shuts its request pool down here, taking the pool's lock; a signal
+        # that lands while the worker's own loop holds that lock (handing a request to the
+        # pool as it starts a thread) waited on itself until the master's SIGKILL, the jobs
+        # left running. The pool needs no shutdown: worker_exit settles the jobs and ends
+        # the process (os._exit), whatever the pool's threads are doing.
+        worker.alive = False
+        worker.cfg.worker_int(worker)
+        sys.exit(0)
+
+    signal.signal(signal.SIGQUIT, quit_now)
+    signal.signal(signal.SIGINT, quit_now)
 
 
 def _guard_own_errors(headers: list[tuple[str, str]]) -> None:

@@ -179,6 +179,32 @@ def test_sigterm_settles_a_running_job_before_the_worker_exits(live, sql, databa
     assert_sigterm_settles_its_job(server, sql, database_url)
 
 
+def test_a_quick_stop_settles_the_running_job_and_the_worker_ends_itself(live, sql, database_url):
+    # Ctrl-C on `make run`: SIGINT to the master, which sends its worker SIGQUIT. gunicorn's
+    # own handler shut the request pool down from the signal and could wait on a lock its
+    # loop held (handing a request to a starting pool thread) until the master's SIGKILL:
+    # the job left running, with a lease far longer than the test to say so.
+    server = live(ASSESSMENT_WORK_SECONDS="60", JOB_LEASE_SECONDS="600")
+    user = User(server)
+    user.signup("quick@example.com")
+    assert user.submit().status_code == 303
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
+    # Browsers leaving as the stop comes: their kept-alive connections' ends are requests
+    # the worker hands to its pool, which starts threads for them.
+    browsers = [requests.Session() for _ in range(8)]
+    for browser in browsers:
+        browser.get(server.url + "/healthz", timeout=5)
+    for browser in browsers:
+        browser.close()
+
+    server.stop(signal.SIGINT)
+
+    assert server.proc.returncode == 0
+    assert_interrupted_and_refunded(sql)
+    assert "was sent SIGKILL" not in server.log_path.read_text()
+    assert ledger_check(database_url).returncode == 0
+
+
 @pytest.mark.parametrize(
     "query, code, message",
     [
