@@ -120,12 +120,15 @@ def post_worker_init(worker):
     signal.signal(signal.SIGTERM, finish_then_drain if DRAIN_SECONDS > 0 else settle_then_drain)
 
     def quit_now(signum, frame):
-        # A quick stop (Ctrl-C: the master's SIGINT becomes the worker's SIGQUIT). gunicorn's
-        # gthread worker shuts its request pool down here, taking the pool's lock; a signal
-        # that lands while the worker's own loop holds that lock (handing a request to the
-        # pool as it starts a thread) waited on itself until the master's SIGKILL, the jobs
-        # left running. The pool needs no shutdown: worker_exit settles the jobs and ends
-        # the process (os._exit), whatever the pool's threads are doing.
+        # A quick stop (Ctrl-C: the terminal's SIGINT, and the master's SIGQUIT after it).
+        # gunicorn's gthread worker shuts its request pool down here, taking the pool's
+        # lock; a signal that lands while the worker's own loop holds that lock (handing a
+        # request to the pool as it starts a thread) waited on itself until the master's
+        # SIGKILL, the jobs left running. The pool needs no shutdown: worker_exit settles
+        # the jobs and ends the process (os._exit), whatever the pool's threads are doing.
+        # Once only: the second of the two signals must not cut worker_exit short.
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         worker.alive = False
         worker.cfg.worker_int(worker)
         sys.exit(0)

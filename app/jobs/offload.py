@@ -208,6 +208,9 @@ class _Child:
 
 def serve(conn: Any, setup: str, args: Any) -> None:
     """The work's process: run each job sent on a thread; end when the worker is gone."""
+    # Ctrl-C reaches every process of the terminal's group: the worker settles the jobs and
+    # ends this process; interrupted here first, a job would fail as the work's own error.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     yield_to_the_pages()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s [work] %(name)s: %(message)s")
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: where it is, on stderr

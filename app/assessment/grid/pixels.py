@@ -25,6 +25,7 @@ import io
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -151,9 +152,17 @@ def _executor() -> ProcessPoolExecutor | None:
             # __main__ (gunicorn's or flask's). Neither imports Flask nor the database.
             # The demo's painting (sources/portal.py) runs here too: preload it as well.
             context.set_forkserver_preload([__name__, "app.assessment.sources.portal"])
-            _pool["executor"] = ProcessPoolExecutor(_settings["processes"], mp_context=context)
+            _pool["executor"] = ProcessPoolExecutor(
+                _settings["processes"], mp_context=context, initializer=_ignore_interrupts
+            )
             _pool["pid"] = os.getpid()
         return _pool["executor"]
+
+
+def _ignore_interrupts() -> None:
+    """A pixel process ignores Ctrl-C, which reaches the terminal's whole group: the process
+    that started it ends it (shutdown)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def shutdown() -> None:
