@@ -126,9 +126,10 @@ def post_worker_init(worker):
         # request to the pool as it starts a thread) waited on itself until the master's
         # SIGKILL, the jobs left running. The pool needs no shutdown: worker_exit settles
         # the jobs and ends the process (os._exit), whatever the pool's threads are doing.
-        # Once only: the second of the two signals must not cut worker_exit short.
-        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Once only: the second of the two signals (or a SIGTERM, say from honcho) must not
+        # cut worker_exit short.
+        for sig in (signal.SIGQUIT, signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         worker.alive = False
         worker.cfg.worker_int(worker)
         sys.exit(0)
