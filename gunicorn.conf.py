@@ -19,6 +19,8 @@ threads = int(os.environ.get("GUNICORN_THREADS", "8"))
 # master's patience (it SIGKILLs the worker at this deadline) covers both.
 DRAIN_SECONDS = float(os.environ.get("DRAIN_SECONDS") or 0)
 graceful_timeout = 20 + math.ceil(DRAIN_SECONDS)
+# How long a stopping worker waits for a drain under way to settle the job it is settling.
+DRAIN_EXIT_SECONDS = 5.0
 timeout = 60
 # Longer than the job page's 2 s poll, so a browser's polls reuse one connection
 # instead of racing the server closing it (measured in bench/: retries and p99 tails).
@@ -119,23 +121,34 @@ def post_worker_init(worker):
 
     signal.signal(signal.SIGTERM, finish_then_drain if DRAIN_SECONDS > 0 else settle_then_drain)
 
+    quit_now = quick_stop(worker)
+    signal.signal(signal.SIGQUIT, quit_now)
+    signal.signal(signal.SIGINT, quit_now)
+
+
+STOP_SIGNALS = (signal.SIGQUIT, signal.SIGINT, signal.SIGTERM)
+
+
+def quick_stop(worker):
+    """Return the worker's handler of a quick stop (Ctrl-C: the terminal's SIGINT, and the
+    master's SIGQUIT after it), in place of gthread's.
+
+    gthread's shuts its request pool down from the signal, taking the pool's lock; a signal
+    that lands while the worker's own loop holds that lock (handing a request to the pool as
+    it starts a thread) waited on itself until the master's SIGKILL, the jobs left running.
+    The pool needs no shutdown: worker_exit settles the jobs and ends the process (os._exit)
+    whatever the pool's threads are doing. Once only: a second stop signal must not cut
+    worker_exit short.
+    """
+
     def quit_now(signum, frame):
-        # A quick stop (Ctrl-C: the terminal's SIGINT, and the master's SIGQUIT after it).
-        # gunicorn's gthread worker shuts its request pool down here, taking the pool's
-        # lock; a signal that lands while the worker's own loop holds that lock (handing a
-        # request to the pool as it starts a thread) waited on itself until the master's
-        # SIGKILL, the jobs left running. The pool needs no shutdown: worker_exit settles
-        # the jobs and ends the process (os._exit), whatever the pool's threads are doing.
-        # Once only: the second of the two signals (or a SIGTERM, say from honcho) must not
-        # cut worker_exit short.
-        for sig in (signal.SIGQUIT, signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         worker.alive = False
         worker.cfg.worker_int(worker)
         sys.exit(0)
 
-    signal.signal(signal.SIGQUIT, quit_now)
-    signal.signal(signal.SIGINT, quit_now)
+    return quit_now
 
 
 def _guard_own_errors(headers: list[tuple[str, str]]) -> None:
@@ -174,7 +187,14 @@ def worker_exit(server, worker):
     app = getattr(worker, "wsgi", None)
     if app is None or "runner" not in getattr(app, "extensions", {}):
         return
+    for sig in STOP_SIGNALS:  # a Ctrl-C after a SIGTERM must not cut the settling short
+        signal.signal(sig, signal.SIG_IGN)
     app.extensions["runner"].shutdown()  # and the pixel pool's processes with the jobs
+    # A drain under way (SIGTERM with DRAIN_SECONDS) may be settling a job: its stop is
+    # set now, so it ends soon; give it a moment before leaving.
+    for thread in threading.enumerate():
+        if thread.name == "drain" and thread is not threading.current_thread():
+            thread.join(DRAIN_EXIT_SECONDS)
     # gunicorn has drained the in-flight requests and every job is settled in the
     # database. What is left are the abandoned jobs' threads (a layer fetch may sleep for
     # minutes), which the interpreter would join until gunicorn's graceful timeout ends in

@@ -4,12 +4,15 @@ The servers here run the minimal work (tests/minimal_work.py), not the report: w
 proven is the job machinery's, whatever the work computes (app/jobs/work.py).
 """
 
+import contextlib
 import os
+import runpy
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import requests
@@ -202,13 +205,60 @@ def test_ctrl_c_settles_the_running_job_and_the_worker_ends_itself(live, sql, da
         browser.close()
 
     for pid in process_tree(server.proc.pid):
-        os.kill(pid, signal.SIGINT)
+        with contextlib.suppress(ProcessLookupError):  # one that ended meanwhile
+            os.kill(pid, signal.SIGINT)
     server.proc.wait(30)
 
     assert server.proc.returncode == 0
     assert_interrupted_and_refunded(sql)
     assert "was sent SIGKILL" not in server.log_path.read_text()
     assert ledger_check(database_url).returncode == 0
+
+
+def test_ctrl_c_during_a_drain_lets_the_refund_under_way_finish(live, sql, database_url):
+    # SIGTERM drains (DRAIN_SECONDS); the job's refund is under way in the drain when the
+    # operator loses patience. The worker's exit waits for it: before, it left at once and
+    # the job stayed failed and unrefunded until the next start's sweep.
+    server = live(
+        ASSESSMENT_WORK_SECONDS="60",
+        JOB_LEASE_SECONDS="600",
+        DRAIN_SECONDS="1",
+        FAILPOINTS="before_refund=sleep:1",
+    )
+    user = User(server)
+    user.signup("impatient@example.com")
+    assert user.submit().status_code == 303
+    wait_for(lambda: sql("SELECT 1 FROM point_ledger WHERE kind = 'consume'"))
+    server.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: "failpoint before_refund" in server.log_path.read_text())
+
+    server.stop(signal.SIGINT)
+
+    assert_interrupted_and_refunded(sql)
+    assert ledger_check(database_url).returncode == 0
+
+
+def test_the_quick_stop_leaves_without_touching_the_request_pool():
+    # gthread's own handler shut the pool down from the signal, which deadlocked when the
+    # signal landed while the worker's loop held the pool's lock.
+    conf = runpy.run_path(str(Path(__file__).resolve().parent.parent / "gunicorn.conf.py"))
+
+    class Pool:
+        def shutdown(self, wait: bool = True) -> None:
+            raise AssertionError("the quick stop took the request pool's lock from a signal")
+
+    told = []
+    worker = SimpleNamespace(alive=True, tpool=Pool(), cfg=SimpleNamespace(worker_int=told.append))
+    before = {sig: signal.getsignal(sig) for sig in conf["STOP_SIGNALS"]}
+    try:
+        with pytest.raises(SystemExit):
+            conf["quick_stop"](worker)(signal.SIGINT, None)
+        # Once only: a second stop signal must not cut the settling in worker_exit short.
+        assert {signal.getsignal(sig) for sig in conf["STOP_SIGNALS"]} == {signal.SIG_IGN}
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    assert worker.alive is False and told == [worker]
 
 
 @pytest.mark.parametrize(

@@ -111,8 +111,7 @@ def shrink(classes: np.ndarray, factor: int, ranks: np.ndarray) -> np.ndarray:
         key = classes.astype(dtype)
         key += 1
     else:
-        key = ranks.astype(dtype).take(classes.astype(np.intp) + 1)
-        key -= lowest
+        key = (ranks.astype(np.int64) - lowest).astype(dtype).take(classes.astype(np.intp) + 1)
     key <<= bits
     key |= _earliness(factor, dtype)
     while key.shape[0] > size:
