@@ -129,6 +129,12 @@ def post_worker_init(worker):
 STOP_SIGNALS = (signal.SIGQUIT, signal.SIGINT, signal.SIGTERM)
 
 
+def ignore_stop_signals() -> None:
+    """From here on the worker is leaving: a further stop signal must not cut that short."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def quick_stop(worker):
     """Return the worker's handler of a quick stop (Ctrl-C: the terminal's SIGINT, and the
     master's SIGQUIT after it), in place of gthread's.
@@ -142,8 +148,7 @@ def quick_stop(worker):
     """
 
     def quit_now(signum, frame):
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_stop_signals()
         worker.alive = False
         worker.cfg.worker_int(worker)
         sys.exit(0)
@@ -187,8 +192,7 @@ def worker_exit(server, worker):
     app = getattr(worker, "wsgi", None)
     if app is None or "runner" not in getattr(app, "extensions", {}):
         return
-    for sig in STOP_SIGNALS:  # a Ctrl-C after a SIGTERM must not cut the settling short
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_stop_signals()  # a Ctrl-C after a SIGTERM must not cut the settling short
     app.extensions["runner"].shutdown()  # and the pixel pool's processes with the jobs
     # A drain under way (SIGTERM with DRAIN_SECONDS) may be settling a job: its stop is
     # set now, so it ends soon; give it a moment before leaving.

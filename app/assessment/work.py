@@ -198,8 +198,9 @@ def run_assessment(
             answers = yield [partial(fetched, by_tile[tile_key]) for tile_key in part]
             for tile_key, pngs in zip(part, answers, strict=True):
                 tile = tiles.parse_tile_key(tile_key)
+                packed = masks.packed(tile)
                 if all(png is None for _, png in pngs):  # not published: nothing to decode
-                    worked_out = pixels.unpublished(masks.packed(tile), len(legend), raster.factor)
+                    worked_out = pixels.unpublished(packed, len(legend), raster.factor)
                 else:
                     with pixels.turn():
                         if stop.is_set():  # stopped while in line: the turn goes to the next
@@ -209,7 +210,7 @@ def run_assessment(
                             tile,
                             pngs,
                             legend,
-                            masks.packed(tile),
+                            packed,
                             raster.factor,
                             raster.ranks,
                             here,
